@@ -1,0 +1,279 @@
+"""What one player may know, as a flat ``uint8`` vector relative to that player's seat.
+
+Relative seats: 0 = me, 1 = the next player (on my right), 2 = my partner, 3 = the
+previous player. Team pairs are (my team, the other team). Every entry is 0/1 except
+the counts (tricks, points, hand number, match scores, options), which are small
+integers (clipped at 255). The layout is :data:`FIELDS`, in order; :func:`decode`
+turns a vector back into named fields.
+
+Two encoders live here on purpose: :func:`encode` is the plain definition, written
+directly from a :class:`~butifarra_env.game.Game`; :class:`Observer` is the fast
+path used by the environment (it keeps one seat-absolute vector up to date with a few
+writes per move and rotates it per seat with one gather). Tests hold them equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from butifarra_env.cards import N_CARDS, N_SUITS, SUIT
+from butifarra_env.game import (
+    N_SEATS,
+    NO_TRUMP,
+    PHASE_DOUBLING,
+    PHASE_NAMES,
+    TRUMP_UNSET,
+    Game,
+)
+
+CLIP = 255
+
+# (name, size, kind). kind: "hand" = own hand (private), "seat" = one block per
+# relative seat, "team" = (my team, other team), "shared" = the same for everyone.
+FIELDS: tuple[tuple[str, int, str], ...] = (
+    ("hand", N_CARDS, "hand"),
+    ("played", N_SEATS * N_CARDS, "seat"),  # every card each seat has played this hand
+    ("trick", N_SEATS * N_CARDS, "seat"),  # the card each seat has put on the current trick
+    ("trick_leader", N_SEATS, "seat"),  # who led the current trick (all 0 when it is empty)
+    ("voids", N_SEATS * N_SUITS, "seat"),  # seat failed to follow that suit
+    ("trump", 6, "shared"),  # oros, copas, espadas, bastos, butifarra, not chosen yet
+    ("chooser", N_SEATS, "seat"),  # who chose trump (all 0 before)
+    ("delegated", 1, "shared"),
+    ("dealer", N_SEATS, "seat"),
+    ("doubling_level", 5, "shared"),  # 0 none .. 4 Verraca, one-hot
+    ("doubling_turn", N_SEATS, "seat"),  # who is asked to double now (all 0 outside doubling)
+    ("phase", len(PHASE_NAMES), "shared"),  # one-hot over PHASE_NAMES
+    ("team_tricks", 2, "team"),  # counts 0-12
+    ("team_points", 2, "team"),  # card points + 1 per trick, counts 0-72
+    ("hand_number", 1, "shared"),  # 0-based hand of the match (0 in one-hand episodes)
+    ("match_scores", 2, "team"),  # match scores before this hand (0 in one-hand episodes)
+    ("target_score", 1, "shared"),  # 0 in one-hand episodes
+    ("max_doubling_level", 1, "shared"),
+    ("butifarra_base", 1, "shared"),
+)
+
+OFFSETS: dict[str, int] = {}
+_o = 0
+for _name, _size, _kind in FIELDS:
+    OFFSETS[_name] = _o
+    _o += _size
+OBS_SIZE = _o
+"""Length of the observation vector."""
+SIZES = {name: size for name, size, _ in FIELDS}
+
+
+def _clip(x: int) -> int:
+    return CLIP if x > CLIP else x
+
+
+def _rel(seat: int, me: int) -> int:
+    return (seat - me) % N_SEATS
+
+
+def encode(game: Game, seat: int) -> np.ndarray:
+    """The observation of ``seat``, built from scratch (the reference definition)."""
+    v = np.zeros(OBS_SIZE, dtype=np.uint8)
+    o = OFFSETS
+    for c in range(N_CARDS):
+        if (game.hands[seat] >> c) & 1:
+            v[o["hand"] + c] = 1
+    for s in range(N_SEATS):
+        r = _rel(s, seat)
+        for c in range(N_CARDS):
+            if (game.played[s] >> c) & 1:
+                v[o["played"] + r * N_CARDS + c] = 1
+        if game.trick_cards[s] >= 0:
+            v[o["trick"] + r * N_CARDS + game.trick_cards[s]] = 1
+        for su in range(N_SUITS):
+            if (game.voids[s] >> su) & 1:
+                v[o["voids"] + r * N_SUITS + su] = 1
+    if game.trick_leader >= 0:
+        v[o["trick_leader"] + _rel(game.trick_leader, seat)] = 1
+    v[o["trump"] + (5 if game.trump == TRUMP_UNSET else game.trump)] = 1
+    if game.chooser >= 0:
+        v[o["chooser"] + _rel(game.chooser, seat)] = 1
+    v[o["delegated"]] = game.delegated
+    v[o["dealer"] + _rel(game.dealer, seat)] = 1
+    v[o["doubling_level"] + game.level] = 1
+    if game.phase == PHASE_DOUBLING:
+        v[o["doubling_turn"] + _rel(game.to_move, seat)] = 1
+    v[o["phase"] + game.phase] = 1
+    mine = seat & 1
+    for i, team in enumerate((mine, 1 - mine)):
+        v[o["team_tricks"] + i] = game.team_tricks[team]
+        v[o["team_points"] + i] = game.team_points[team]
+        v[o["match_scores"] + i] = _clip(game.match_scores[team])
+    v[o["hand_number"]] = _clip(game.hand_number)
+    v[o["target_score"]] = _clip(game.options.target_score or 0)
+    v[o["max_doubling_level"]] = game.options.max_doubling_level
+    v[o["butifarra_base"]] = game.options.butifarra_base
+    return v
+
+
+def decode(obs: Any) -> dict[str, Any]:
+    """Named, readable fields of one observation vector (for notebooks and debugging).
+
+    Card fields come back as sorted lists of card ids; seat fields are relative seats.
+    """
+    v = np.asarray(obs)
+    if v.shape != (OBS_SIZE,):
+        raise ValueError(f"expected an observation of shape ({OBS_SIZE},), got {v.shape}")
+
+    def field(name: str) -> np.ndarray:
+        return v[OFFSETS[name] : OFFSETS[name] + SIZES[name]]
+
+    def one_hot(name: str) -> int | None:
+        nz = np.flatnonzero(field(name))
+        return int(nz[0]) if len(nz) else None
+
+    played = field("played").reshape(N_SEATS, N_CARDS)
+    trick = field("trick").reshape(N_SEATS, N_CARDS)
+    voids = field("voids").reshape(N_SEATS, N_SUITS)
+    trump = one_hot("trump")
+    return {
+        "hand": [int(c) for c in np.flatnonzero(field("hand"))],
+        "played": [[int(c) for c in np.flatnonzero(row)] for row in played],
+        "trick": [int(np.flatnonzero(row)[0]) if row.any() else None for row in trick],
+        "trick_leader": one_hot("trick_leader"),
+        "voids": [[int(s) for s in np.flatnonzero(row)] for row in voids],
+        "trump": None if trump == 5 else trump,
+        "butifarra": trump == NO_TRUMP,
+        "chooser": one_hot("chooser"),
+        "delegated": bool(field("delegated")[0]),
+        "dealer": one_hot("dealer"),
+        "doubling_level": one_hot("doubling_level"),
+        "doubling_turn": one_hot("doubling_turn"),
+        "phase": PHASE_NAMES[one_hot("phase") or 0],
+        "team_tricks": [int(x) for x in field("team_tricks")],
+        "team_points": [int(x) for x in field("team_points")],
+        "hand_number": int(field("hand_number")[0]),
+        "match_scores": [int(x) for x in field("match_scores")],
+        "target_score": int(field("target_score")[0]) or None,
+        "max_doubling_level": int(field("max_doubling_level")[0]),
+        "butifarra_base": int(field("butifarra_base")[0]),
+    }
+
+
+# --------------------------------------------------------------------------- fast path
+# The seat-absolute ("canonical") vector has the same fields, with all four hands and
+# every seat/team block stored by absolute seat/team. PERMUTATION[seat] gathers it into
+# that seat's relative layout.
+_CANON: dict[str, int] = {}
+_c = 0
+for _name, _size, _kind in FIELDS:
+    _CANON[_name] = _c
+    _c += N_SEATS * N_CARDS if _kind == "hand" else _size
+CANONICAL_SIZE = _c
+
+
+def _permutation(seat: int) -> np.ndarray:
+    idx = []
+    for name, size, kind in FIELDS:
+        base = _CANON[name]
+        if kind == "hand":
+            idx.extend(base + seat * N_CARDS + i for i in range(size))
+        elif kind == "seat":
+            k = size // N_SEATS
+            for r in range(N_SEATS):
+                a = (seat + r) % N_SEATS
+                idx.extend(base + a * k + i for i in range(k))
+        elif kind == "team":
+            mine = seat & 1
+            idx.extend((base + mine, base + 1 - mine))
+        else:
+            idx.extend(base + i for i in range(size))
+    return np.asarray(idx, dtype=np.intp)
+
+
+PERMUTATION = np.stack([_permutation(s) for s in range(N_SEATS)])
+
+
+class Observer:
+    """Keeps the seat-absolute vector of a :class:`Game` current, a few writes per move."""
+
+    __slots__ = ("canon",)
+
+    def __init__(self) -> None:
+        self.canon = np.zeros(CANONICAL_SIZE, dtype=np.uint8)
+
+    def reset(self, game: Game) -> None:
+        c = self.canon
+        c[:] = 0
+        hands = _CANON["hand"]
+        for s in range(N_SEATS):
+            h = game.hands[s]
+            for card in range(N_CARDS):
+                if (h >> card) & 1:
+                    c[hands + s * N_CARDS + card] = 1
+        c[_CANON["dealer"] + game.dealer] = 1
+        c[_CANON["hand_number"]] = _clip(game.hand_number)
+        c[_CANON["match_scores"]] = _clip(game.match_scores[0])
+        c[_CANON["match_scores"] + 1] = _clip(game.match_scores[1])
+        c[_CANON["target_score"]] = _clip(game.options.target_score or 0)
+        c[_CANON["max_doubling_level"]] = game.options.max_doubling_level
+        c[_CANON["butifarra_base"]] = game.options.butifarra_base
+        self._header(game)
+
+    def _header(self, game: Game) -> None:
+        """Rewrite the bidding fields (rare moves: at most a dozen per hand)."""
+        c = self.canon
+        t = _CANON["trump"]
+        c[t : t + 6] = 0
+        c[t + (5 if game.trump == TRUMP_UNSET else game.trump)] = 1
+        if game.chooser >= 0:
+            c[_CANON["chooser"] + game.chooser] = 1
+        c[_CANON["delegated"]] = game.delegated
+        lv = _CANON["doubling_level"]
+        c[lv : lv + 5] = 0
+        c[lv + game.level] = 1
+        dt = _CANON["doubling_turn"]
+        c[dt : dt + N_SEATS] = 0
+        if game.phase == PHASE_DOUBLING:
+            c[dt + game.to_move] = 1
+        ph = _CANON["phase"]
+        c[ph : ph + len(PHASE_NAMES)] = 0
+        c[ph + game.phase] = 1
+
+    def update(self, game: Game, seat: int, action: int) -> None:
+        """Bring the vector up to date after ``seat`` played ``action`` in ``game``."""
+        if action >= N_CARDS:
+            self._header(game)
+            return
+        c = self.canon
+        c[_HANDS + seat * N_CARDS + action] = 0
+        c[_PLAYED + seat * N_CARDS + action] = 1
+        if game.trick_count:
+            c[_TRICK + seat * N_CARDS + action] = 1
+            if game.trick_count == 1:
+                c[_LEADER + seat] = 1
+                return
+            led = game.led_suit
+        else:  # this card closed the trick: clear the table, count it
+            leader, cards, _winner = game.tricks[-1]
+            for s in range(N_SEATS):
+                c[_TRICK + s * N_CARDS + cards[s]] = 0
+            c[_LEADER + leader] = 0
+            c[_TRICKS] = game.team_tricks[0]
+            c[_TRICKS + 1] = game.team_tricks[1]
+            c[_POINTS] = game.team_points[0]
+            c[_POINTS + 1] = game.team_points[1]
+            if game.is_over:
+                self._header(game)
+            led = SUIT[cards[leader]]
+        if SUIT[action] != led:
+            c[_VOIDS + seat * N_SUITS + led] = 1
+
+    def observe(self, seat: int) -> np.ndarray:
+        """A fresh array (safe to keep) with ``seat``'s relative view."""
+        return self.canon[PERMUTATION[seat]]
+
+
+_HANDS = _CANON["hand"]
+_PLAYED = _CANON["played"]
+_TRICK = _CANON["trick"]
+_LEADER = _CANON["trick_leader"]
+_VOIDS = _CANON["voids"]
+_TRICKS = _CANON["team_tricks"]
+_POINTS = _CANON["team_points"]
