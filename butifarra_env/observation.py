@@ -277,3 +277,28 @@ _LEADER = _CANON["trick_leader"]
 _VOIDS = _CANON["voids"]
 _TRICKS = _CANON["team_tricks"]
 _POINTS = _CANON["team_points"]
+
+
+STATE_SIZE = CANONICAL_SIZE + N_SEATS
+"""Length of the full-information state: the seat-absolute vector (all four hands, every
+seat and team block by absolute seat/team) followed by a one-hot of the seat to move."""
+
+
+def canonical(game: Game) -> np.ndarray:
+    """The seat-absolute vector built from scratch: each seat's view scattered back."""
+    out = np.zeros(CANONICAL_SIZE, dtype=np.uint8)
+    for s in range(N_SEATS):
+        out[PERMUTATION[s]] = encode(game, s)
+    return out
+
+
+def encode_state(game: Game, canonical_vector: np.ndarray | None = None) -> np.ndarray:
+    """Full information for centralised critics (not relative to any seat).
+
+    Pass ``Observer.canon`` as ``canonical_vector`` to skip rebuilding it.
+    """
+    out = np.zeros(STATE_SIZE, dtype=np.uint8)
+    out[:CANONICAL_SIZE] = canonical(game) if canonical_vector is None else canonical_vector
+    if game.to_move >= 0:
+        out[CANONICAL_SIZE + game.to_move] = 1
+    return out
