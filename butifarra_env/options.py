@@ -45,8 +45,11 @@ class Options:
 def _check_int(name: str, value: object, lo: int, hi: int | None, none_ok: bool = False) -> None:
     if value is None and none_ok:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (
-        hi is not None and value > hi
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < lo
+        or (hi is not None and value > hi)
     ):
         allowed = f"an int >= {lo}" if hi is None else f"an int {lo}-{hi}"
         if none_ok:

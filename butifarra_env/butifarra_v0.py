@@ -1,0 +1,54 @@
+"""Butifarra — the Catalan four-player partnership card game — as a PettingZoo AEC env.
+
+================  ===========================================================
+Import            ``from butifarra_env import butifarra_v0``
+Create            ``butifarra_v0.env(**options)`` (wrapped), ``butifarra_v0.raw_env(**options)``
+Agents            ``player_0`` … ``player_3``; seat i = ``player_i``; teams {0, 2} and {1, 3}
+Action space      ``Discrete(56)`` for every agent and phase (ids below)
+Observation       ``Dict(observation=Box(0, 255, (491,), uint8),
+                  action_mask=Box(0, 1, (56,), int8))``
+State             ``Box(0, 255, (639,), uint8)``: everything, all four hands (``state()``)
+Rewards           at each hand end: own team's score minus the other team's (zero-sum)
+================  ===========================================================
+
+Rules: ``docs/RULES.md`` (card ids, action ids, the legal-card algorithm, doubling, scoring).
+
+Actions
+    0–47 play card ``c = suit * 12 + number - 1`` (oros, copas, espadas, bastos);
+    48–51 choose that suit as trump; 52 butifarra (no trump); 53 delegate to partner;
+    54 double (contrar → recontrar → Sant Vicenç → Verraca); 55 pass.
+
+Observation
+    ``observation`` is relative to the observing seat (0 me, 1 next, 2 partner, 3 previous;
+    teams as (mine, theirs)); the layout is ``butifarra_env.observation.FIELDS`` and
+    ``butifarra_env.observation.decode(vec)`` returns named fields. ``action_mask`` marks the
+    legal actions of the agent to move; it is all zeros for every other agent and once the
+    episode is over.
+
+Options (each validated; a bad value raises ValueError naming it and what is allowed)
+    ``target_score`` None (one hand per episode, default) or an int (e.g. 101: an episode is a
+    match, the deal rotates, rewards at each hand end); ``max_doubling_level`` 0–4 (default 4);
+    ``butifarra_base`` 1 or 2 (default 2); ``first_dealer`` None (random from the seed) or 0–3;
+    ``render_mode`` None, ``"human"``, ``"ansi"``; ``reward_scale`` (default 1.0, raw points).
+
+Reset
+    ``reset(seed=...)`` fixes the deals and the first dealer; ``reset(options={"dealer": d,
+    "hands": [[…12 ids…] × 4]})`` plays a given deal (duplicate arenas, replays).
+
+Illegal moves
+    ``raw_env`` raises ``ValueError`` naming the action, the phase and the legal actions.
+    ``env()`` follows PettingZoo's convention (``TerminateIllegalWrapper``): the episode ends and
+    the mover receives minus the worst possible hand loss under the options.
+
+Records
+    ``raw_env.game_record()`` is a JSON-serialisable dict of the current hand;
+    ``butifarra_env.record.replay(record)`` rebuilds it; JSON Lines via ``save_records`` /
+    ``load_records``.
+
+Version history
+    v0: initial release.
+"""
+
+from butifarra_env.env import env, raw_env
+
+__all__ = ["env", "raw_env"]

@@ -1,0 +1,171 @@
+"""Gymnasium single-agent view: the learner plays one seat, given policies play the others.
+
+The observation is the AEC env's dict (``observation`` + ``action_mask``) and the mask is
+also offered through :meth:`SingleAgentEnv.action_masks`, which is what sb3-contrib's
+MaskablePPO calls. The reward of a step is everything the learner's seat received since
+its previous decision (non-zero when a hand ends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from butifarra_env.actions import N_ACTIONS
+from butifarra_env.env import AGENTS, RENDER_MODES, raw_env, worst_hand_loss
+from butifarra_env.game import N_SEATS
+from butifarra_env.render import render_text
+
+Policy = Any
+"""An object with ``act(observation, action_mask) -> int`` (the agents' interface) or a
+callable ``(observation, action_mask) -> int``."""
+
+ILLEGAL_ACTION_MODES = ("penalize", "raise")
+
+
+class SingleAgentEnv(gymnasium.Env):
+    """Butifarra for one learner; ``seat`` is the learner's seat (0-3).
+
+    ``opponents``: None (uniform random legal moves, seeded from ``reset``), one policy for the
+    three other seats, a sequence of three (the other seats in ascending order), or a mapping
+    seat -> policy. ``illegal_action``: "penalize" (default: the episode ends and the learner
+    gets minus the worst possible hand loss, as in ``butifarra_v0.env()``) or "raise".
+    Other keyword arguments are the game options of ``butifarra_v0``.
+    """
+
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 1}
+
+    def __init__(
+        self,
+        seat: int = 0,
+        opponents: Policy | Sequence[Policy] | Mapping[int, Policy] | None = None,
+        *,
+        illegal_action: str = "penalize",
+        render_mode: str | None = None,
+        reward_scale: float = 1.0,
+        **options: Any,
+    ) -> None:
+        if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < N_SEATS:
+            raise ValueError(f"seat must be 0-3, got {seat!r}")
+        if illegal_action not in ILLEGAL_ACTION_MODES:
+            raise ValueError(
+                f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}"
+            )
+        self._aec = raw_env(render_mode=None, reward_scale=reward_scale, **options)
+        self.render_mode = render_mode if render_mode is None else str(render_mode)
+        if render_mode is not None and render_mode not in RENDER_MODES:
+            raise ValueError(f"render_mode must be None, 'human' or 'ansi', got {render_mode!r}")
+        self.seat = seat
+        self.agent = AGENTS[seat]
+        self.illegal_action = illegal_action
+        self._illegal_reward = -float(worst_hand_loss(self._aec.game_options)) * reward_scale
+        self._policies = self._resolve_opponents(opponents)
+        self.observation_space = self._aec.observation_space(self.agent)
+        self.action_space = gymnasium.spaces.Discrete(N_ACTIONS)
+
+    def _resolve_opponents(self, opponents: Any) -> dict[int, Policy | None]:
+        others = [s for s in range(N_SEATS) if s != self.seat]
+        if opponents is None or _is_policy(opponents):
+            return dict.fromkeys(others, opponents)
+        if isinstance(opponents, Mapping):
+            if sorted(opponents) != others:
+                raise ValueError(f"opponents mapping must have exactly the seats {others}")
+            policies = dict(opponents)
+        else:
+            opponents = list(opponents)
+            if len(opponents) != 3:
+                raise ValueError(
+                    f"opponents must be one policy or three (for seats {others}), "
+                    f"got {len(opponents)}"
+                )
+            policies = dict(zip(others, opponents, strict=True))
+        for s, p in policies.items():
+            if p is not None and not _is_policy(p):
+                raise ValueError(
+                    f"opponent for seat {s} must have act(observation, action_mask) or be "
+                    f"callable, got {p!r}"
+                )
+        return policies
+
+    @property
+    def game(self) -> Any:
+        """The underlying :class:`~butifarra_env.game.Game` (the current hand)."""
+        return self._aec.game
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            for k, p in enumerate(self._policies.values()):
+                if p is not None and hasattr(p, "reset"):
+                    p.reset(seed=seed + 1 + k)
+        self._aec.reset(seed=seed, options=options)
+        reward = self._play_others()
+        obs = self._aec.observe(self.agent)
+        info = {"skipped_reward": reward} if reward else {}
+        return obs, info
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        aec = self._aec
+        if aec.terminations[self.agent]:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        action = int(action)
+        if not (0 <= action < N_ACTIONS and (aec.game.legal >> action) & 1):
+            if self.illegal_action == "raise":
+                aec.step(action)  # raises the env's ValueError naming phase and legal actions
+            obs = aec.observe(self.agent)
+            obs["action_mask"][:] = 0
+            aec.terminations = dict.fromkeys(AGENTS, True)
+            return obs, self._illegal_reward, True, False, {"illegal_action": action}
+        aec.step(action)
+        reward = float(aec.rewards[self.agent]) + self._play_others()
+        terminated = bool(aec.terminations[self.agent])
+        info: dict[str, Any] = {}
+        if "hand_result" in aec.infos[self.agent]:
+            info = {k: v for k, v in aec.infos[self.agent].items()}
+        if self.render_mode == "human":
+            self.render()
+        return aec.observe(self.agent), reward, terminated, False, info
+
+    def _play_others(self) -> float:
+        """Let the other seats move until the learner's turn or the end; their moves may end
+        a hand, so the learner's share of those rewards is summed and returned."""
+        aec = self._aec
+        reward = 0.0
+        while not aec.terminations[self.agent] and aec.agent_selection != self.agent:
+            who = aec.agent_selection
+            seat = aec.agent_name_mapping[who]
+            obs = aec.observe(who)
+            policy = self._policies[seat]
+            if policy is None:
+                legal = np.flatnonzero(obs["action_mask"])
+                action = int(legal[self.np_random.integers(len(legal))])
+            elif hasattr(policy, "act"):
+                action = int(policy.act(obs["observation"], obs["action_mask"]))
+            else:
+                action = int(policy(obs["observation"], obs["action_mask"]))
+            aec.step(action)
+            reward += float(aec.rewards[self.agent])
+        return reward
+
+    def action_masks(self) -> np.ndarray:
+        """Legal actions of the learner now, as a bool array (sb3-contrib MaskablePPO)."""
+        return self._aec.observe(self.agent)["action_mask"].astype(bool)
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() called without a render_mode ('ansi' or 'human')")
+            return None
+        text = render_text(self._aec.game, self.seat, self._aec.game_options.target_score)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+
+def _is_policy(p: object) -> bool:
+    return hasattr(p, "act") or callable(p)
