@@ -62,7 +62,7 @@ def render_text(game: Game, seat: int | None = None, target_score: int | None = 
         lines.append(
             f"Match: A {game.match_scores[0]}, B {game.match_scores[1]} (target {target_score})"
         )
-    if game.phase == PHASE_PLAY or game.tricks:
+    if game.phase == PHASE_PLAY:
         lines.append(f"Trick {len(game.tricks) + (game.phase == PHASE_PLAY)}: " + _trick(game))
     if game.tricks and game.trick_count == 0:
         leader, cards, winner = game.tricks[-1]

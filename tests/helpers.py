@@ -1,0 +1,44 @@
+"""Position builders shared by the rules tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from butifarra_env.actions import BUTIFARRA, TRUMP_BASE
+from butifarra_env.cards import cards_of, mask_of, parse_card
+from butifarra_env.game import NO_TRUMP, Game, random_deal
+from butifarra_env.options import Options
+
+
+def cards(text: str) -> list[int]:
+    """'9o 1o 12c' -> card ids."""
+    return [parse_card(t) for t in text.split()]
+
+
+def play_position(
+    trump: int, leader: int, trick: str = "", hands: dict[int, str] | None = None
+) -> Game:
+    """A game in the play phase: ``trump`` (0-3 or NO_TRUMP) chosen, ``leader`` has led and
+    the cards of ``trick`` lie on the table in playing order; ``hands`` fixes the cards the
+    given seats still hold (the seat to move is the one whose legal set a test checks).
+
+    The trick is laid with the engine's own transition (``_play_card``), so winners, voids
+    and turn order come from the code under test; only the hands are set by hand.
+    """
+    dealer = (leader - 1) % 4
+    game = Game(Options(max_doubling_level=0), dealer, random_deal(np.random.default_rng(0), 0))
+    game.step(BUTIFARRA if trump == NO_TRUMP else TRUMP_BASE + trump)
+    on_table = cards(trick)
+    for s, text in (hands or {}).items():
+        game.hands[s] = mask_of(cards(text))
+    for i, c in enumerate(on_table):
+        seat = (leader + i) % 4
+        game.hands[seat] |= 1 << c
+        game.to_move = seat
+        game._play_card(seat, c)
+    game.legal = game.legal_cards(game.to_move)  # the hands were set after the engine's cache
+    return game
+
+
+def legal_cards(game: Game) -> set[int]:
+    return set(cards_of(game.legal))
