@@ -1,0 +1,270 @@
+"""Speed and memory of the batched engine, with peers measured in the same process.
+
+Run from the repository root::
+
+    python benchmarks/bench_batched.py                 # everything, about two minutes
+    python benchmarks/bench_batched.py --quick         # a smoke run (seconds)
+    python benchmarks/bench_batched.py --batches 4096 --repeats 9 --no-peers
+
+What it reports (medians of ``--repeats`` runs, because the machine is shared and noisy):
+
+* decisions/s of :class:`~butifarra_env.batched.BatchedEnv` at each batch size, one decision
+  per hand per ``step`` with observations and masks returned. "env" counts only the time
+  inside ``step``; "loop" adds a random legal policy picking the actions from the mask.
+* peak traced memory (tracemalloc) at several batch sizes and the bytes per hand (the
+  slope between the largest two sizes); memory must grow linearly with the batch.
+* peers, when installed (``pip install -e .[bench]``): OpenSpiel spades, hearts and bridge
+  (random play, its C++ observer tensor filled at every decision; hearts has only the
+  information-state tensor) and RLCard bridge (its state dict, with ``obs``, at every
+  decision), each one game at a time as those libraries run, chance moves (the deal)
+  included. Our speed is printed as a ratio to theirs, measured in alternation with ours
+  so the ratio holds on a busy machine.
+* with CUDA, decisions/s at batch 65,536 with torch actions chosen on the GPU and every
+  output handed back as CUDA tensors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from butifarra_env.batched import BatchedEnv  # noqa: E402
+
+Measure = Callable[[float], float]
+
+
+# --------------------------------------------------------------------------- ours
+def ours(batch: int, seconds: float, seed: int = 0) -> tuple[float, float]:
+    """(env-only, whole-loop) decisions/s at ``batch`` over about ``seconds``."""
+    eng = BatchedEnv(batch, seed=seed)
+    _, mask, _ = eng.reset()
+    rng = np.random.default_rng(seed)
+    noise = rng.integers(1, 256, size=(8, batch, 56), dtype=np.uint8)
+    for i in range(60):  # warm up until hands are spread over every phase
+        _, mask, _, _, _ = eng.step((mask.view(np.uint8) * noise[i & 7]).argmax(axis=1))
+    in_env = 0.0
+    steps = 0
+    start = time.perf_counter()
+    while True:
+        action = (mask.view(np.uint8) * noise[steps & 7]).argmax(axis=1)
+        t = time.perf_counter()
+        _, mask, _, _, _ = eng.step(action)
+        in_env += time.perf_counter() - t
+        steps += 1
+        if steps >= 5 and time.perf_counter() - start >= seconds:
+            break
+    loop = time.perf_counter() - start
+    return batch * steps / in_env, batch * steps / loop
+
+
+def ours_cuda(batch: int, seconds: float) -> float | None:
+    """Decisions/s with torch CUDA actions in and CUDA tensors out, or None without CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    eng = BatchedEnv(batch, seed=0, device="cuda")
+    _, mask, _ = eng.reset()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    noise = torch.randint(1, 256, (8, batch, 56), device="cuda", generator=gen, dtype=torch.uint8)
+    for i in range(30):
+        _, mask, _, _, _ = eng.step((mask.to(torch.uint8) * noise[i & 7]).argmax(dim=1))
+    torch.cuda.synchronize()
+    steps = 0
+    start = time.perf_counter()
+    while True:
+        _, mask, _, _, _ = eng.step((mask.to(torch.uint8) * noise[steps & 7]).argmax(dim=1))
+        steps += 1
+        if steps >= 5 and time.perf_counter() - start >= seconds:
+            break
+    torch.cuda.synchronize()
+    return batch * steps / (time.perf_counter() - start)
+
+
+def memory(batches: list[int], steps: int = 40) -> dict[int, int]:
+    """Peak bytes traced while building, resetting and stepping an engine of each size."""
+    out = {}
+    for batch in batches:
+        gc.collect()
+        tracemalloc.start()
+        eng = BatchedEnv(batch, seed=0)
+        _, mask, _ = eng.reset()
+        for _ in range(steps):
+            _, mask, _, _, _ = eng.step(np.argmax(mask, axis=1))
+        eng.state()
+        out[batch] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        del eng, mask
+    return out
+
+
+# --------------------------------------------------------------------------- peers
+def open_spiel_peer(spec: str) -> Measure | None:
+    try:
+        import pyspiel
+        from open_spiel.python.observation import make_observation
+    except ImportError:
+        return None
+    game = pyspiel.load_game(spec)
+    observer = make_observation(game)
+    if observer is None:  # hearts: information-state tensor only
+        observer = make_observation(game, pyspiel.IIGObservationType(perfect_recall=True))
+
+    def run(seconds: float) -> float:
+        rng = random.Random(0)
+        decisions = 0
+        start = time.perf_counter()
+        while decisions == 0 or time.perf_counter() - start < seconds:
+            state = game.new_initial_state()
+            while not state.is_terminal():
+                if state.is_chance_node():
+                    outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+                    state.apply_action(rng.choices(outcomes, probs)[0])
+                    continue
+                observer.set_from(state, state.current_player())
+                state.apply_action(rng.choice(state.legal_actions()))
+                decisions += 1
+        return decisions / (time.perf_counter() - start)
+
+    return run
+
+
+def rlcard_bridge_peer() -> Measure | None:
+    try:
+        import rlcard
+    except ImportError:
+        return None
+    env = rlcard.make("bridge", config={"seed": 0})
+
+    def run(seconds: float) -> float:
+        rng = random.Random(0)
+        decisions = 0
+        start = time.perf_counter()
+        while decisions == 0 or time.perf_counter() - start < seconds:
+            state, _ = env.reset()
+            while not env.is_over():
+                state, _ = env.step(rng.choice(list(state["legal_actions"])))
+                decisions += 1
+        return decisions / (time.perf_counter() - start)
+
+    return run
+
+
+PEERS: dict[str, Callable[[], Measure | None]] = {
+    "open_spiel spades": lambda: open_spiel_peer("spades"),
+    "open_spiel hearts": lambda: open_spiel_peer("hearts"),
+    "open_spiel bridge": lambda: open_spiel_peer("bridge(use_double_dummy_result=false)"),
+    "rlcard bridge": rlcard_bridge_peer,
+}
+
+
+# --------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1024, 4096])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--seconds", type=float, default=1.0, help="length of one timed run")
+    p.add_argument("--memory-batches", type=int, nargs="+", default=[1, 64, 1024, 4096, 16384])
+    p.add_argument("--cuda-batch", type=int, default=65536)
+    p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--quick", action="store_true", help="1 repeat of 0.2 s, small memory runs")
+    p.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.repeats, args.seconds, args.memory_batches = 1, 0.2, [1, 64, 1024]
+
+    peers: dict[str, Measure] = {}
+    if not args.no_peers:
+        for name, make in PEERS.items():
+            try:
+                measure = make()
+            except Exception as err:  # a peer that fails to build is skipped, not fatal
+                print(f"peer {name}: skipped ({type(err).__name__}: {err})")
+                continue
+            if measure is None:
+                print(f"peer {name}: not installed, skipped (pip install -e .[bench])")
+            else:
+                peers[name] = measure
+
+    env_runs: dict[int, list[float]] = {b: [] for b in args.batches}
+    loop_runs: dict[int, list[float]] = {b: [] for b in args.batches}
+    peer_runs: dict[str, list[float]] = {name: [] for name in peers}
+    for rep in range(args.repeats):  # alternate ours and peers so load hits both alike
+        for b in args.batches:
+            env, loop = ours(b, args.seconds, seed=rep)
+            env_runs[b].append(env)
+            loop_runs[b].append(loop)
+        for name, measure in peers.items():
+            peer_runs[name].append(measure(args.seconds))
+        print(f"repeat {rep + 1}/{args.repeats} done", file=sys.stderr)
+
+    med = statistics.median
+    results: dict[str, Any] = {"repeats": args.repeats, "seconds_per_run": args.seconds}
+    print(f"\nBatchedEnv decisions/s with obs + mask (median of {args.repeats} runs)")
+    print(f"{'batch':>8} {'env':>14} {'loop':>14}   runs (env, M/s)")
+    results["ours"] = {}
+    for b in args.batches:
+        runs = ", ".join(f"{x / 1e6:.2f}" for x in env_runs[b])
+        print(f"{b:>8} {med(env_runs[b]):>14,.0f} {med(loop_runs[b]):>14,.0f}   {runs}")
+        results["ours"][b] = {"env": med(env_runs[b]), "loop": med(loop_runs[b])}
+
+    if peers:
+        top = max(args.batches)
+        print(
+            f"\npeers, one game at a time (median of {args.repeats} runs); ratio = ours / "
+            f"theirs, per repeat then median"
+        )
+        print(f"{'peer':<20} {'decisions/s':>12} {'x ours@1':>9} {f'x ours@{top}':>11}")
+        results["peers"] = {}
+        for name, runs in peer_runs.items():
+            r1 = med(
+                [o / t for o, t in zip(env_runs.get(1, [np.nan] * len(runs)), runs, strict=True)]
+            )
+            rt = med([o / t for o, t in zip(env_runs[top], runs, strict=True)])
+            print(f"{name:<20} {med(runs):>12,.0f} {r1:>9.2f} {rt:>11.1f}")
+            results["peers"][name] = {
+                "decisions_per_s": med(runs),
+                "ratio_batch1": r1,
+                f"ratio_batch{top}": rt,
+            }
+
+    cuda = ours_cuda(args.cuda_batch, args.seconds * 3)
+    if cuda is None:
+        print("\nCUDA: not available here, skipped")
+    else:
+        print(f"\nCUDA batch {args.cuda_batch}: {cuda:,.0f} decisions/s (torch tensors in/out)")
+    results["cuda"] = None if cuda is None else {"batch": args.cuda_batch, "decisions": cuda}
+
+    mem = memory(args.memory_batches)
+    sizes = sorted(mem)
+    print("\npeak traced memory (construct, reset, 40 steps, state)")
+    print(f"{'batch':>8} {'peak MiB':>10} {'bytes/hand':>11}")
+    for b in sizes:
+        print(f"{b:>8} {mem[b] / 2**20:>10.2f} {mem[b] / b:>11,.0f}")
+    if len(sizes) >= 2:
+        a, b = sizes[-2], sizes[-1]
+        slope = (mem[b] - mem[a]) / (b - a)
+        print(f"marginal bytes per hand ({a} -> {b}): {slope:,.0f}")
+        results["memory"] = {"peak_bytes": mem, "bytes_per_hand": slope}
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    main()

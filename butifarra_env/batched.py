@@ -1,0 +1,732 @@
+"""N independent Butifarra hands advanced at once with numpy array operations.
+
+:class:`BatchedEnv` is the training-speed twin of ``butifarra_v0``: the same rules (those of
+:class:`~butifarra_env.game.Game`), the same 491-byte observations (``observation.FIELDS``),
+the same 56-wide legal masks and the same rewards, for thousands of hands per call with no
+Python loop over hands. ``tests/test_batched.py`` drives it and ``butifarra_v0`` through
+identical deals and actions and asserts equality at every step; that test, not a shared code
+path, keeps the two in step (the reference stays plain and readable, this stays fast).
+
+Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
+
+* **Bitboards.** A hand is one ``uint64`` per seat (bit ``c`` = card ``c``), the legal set of
+  the seat to move one ``uint64`` over the 56 action ids. The legal-card rules of RULES.md
+  are then a few integer operations on whole columns::
+
+      follow = hand & SUIT_MASK[led]            # led = "none" (every suit) when leading
+      base   = follow if follow else hand       # follow suit when able
+      beat   = base & WINNERS[trump, W] & opp   # opp: all ones when an opponent holds W
+      legal  = beat if beat else base           # beat W when able; never forced to under-trump
+
+  ``WINNERS[t, W]``, precomputed, holds the cards that take the trick from ``W`` under trump
+  ``t`` (higher cards of W's suit, plus every trump when W is not one; every card when the
+  trick is empty). The same table decides who wins each trick.
+* **Relative observation rows, updated in place.** Each hand keeps its four seat-relative
+  observation rows (4 x 491 bytes). A card play clears one byte (the card leaves the mover's
+  hand) and sets 8 (its played and trick bits in all four views: one gather from a small
+  (seat, card) offset table, one fancy assignment), plus the trick-leader bits when it opens
+  a trick and the void bits when it does not follow suit, on those subsets only. A trick end
+  clears the trick bits of the four cards kept per seat, and the leader bits; a bidding move
+  rewrites the 29-byte bidding header (the OR of three small tables, copied as one 29-byte
+  item per row); a new deal copies a template row. The team block (tricks, points) is pasted
+  into the returned rows from an array kept by team parity instead of being written into
+  four views per trick. Returning an observation is then one row gather of the mover's view:
+  no re-encoding, no per-seat permutation.
+* **Branch-free play step.** All hands run the card-play update every step. Hands that are
+  bidding pass through inert (non-card actions have no bit, no points and win no trick) and
+  their observation writes go to a scratch block. The rarer events -- bidding moves (~6 % of
+  decisions), trick ends (25 %), hand ends and re-deals (~2 %) -- run on index subsets.
+* **Masks** come from the ``uint64`` legal sets through a byte -> 8 bits lookup table.
+* **State** (:meth:`BatchedEnv.state`) is built on demand: seat 0's view already has the
+  seat-absolute layout of ``observation.encode_state``; the other three hands are added.
+
+Usage::
+
+    eng = BatchedEnv(4096, seed=0, max_doubling_level=4)     # options as butifarra_v0
+    obs, mask, seat = eng.reset()                             # (N, 491) u8, (N, 56) i8, (N,) i64
+    obs, mask, seat, rewards, done = eng.step(actions)       # rewards (N, 4) f32, done (N,) bool
+    critic_in = eng.state()                                   # (N, 639) u8, all hands
+    dealers, hands = eng.current_deals()                      # replay any hand in butifarra_v0
+
+``mask`` is the legal set of the seat to move (``seat``) in each env; rewards are those of
+all four seats, non-zero only on a step that ends a hand. Fixed deals: ``reset(dealers=...,
+hands=...)`` and :meth:`BatchedEnv.set_deal_fn` (for every later deal, auto-resets included).
+
+Every array returned is freshly allocated (safe to keep or modify); none aliases internal
+buffers. With ``device`` set, or torch actions given to :meth:`BatchedEnv.step`, outputs are
+torch tensors: ``torch.from_numpy`` (zero-copy) on CPU, a copy on CUDA. torch is imported
+only then; the engine itself needs numpy alone.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from butifarra_env.actions import (
+    BUTIFARRA,
+    DELEGATE,
+    DOUBLE,
+    N_ACTIONS,
+    PASS,
+    TRUMP_BASE,
+    action_name,
+)
+from butifarra_env.cards import (
+    BEATS,
+    HALF_POINTS,
+    N_CARDS,
+    N_SUITS,
+    N_TRICKS,
+    POINTS,
+    SUIT,
+    SUIT_MASK,
+)
+from butifarra_env.game import (
+    N_SEATS,
+    NO_TRUMP,
+    PHASE_CHOOSE_TRUMP,
+    PHASE_CHOOSE_TRUMP_DELEGATED,
+    PHASE_DOUBLING,
+    PHASE_NAMES,
+    PHASE_PLAY,
+)
+from butifarra_env.observation import CANONICAL_SIZE, CLIP, OBS_SIZE, OFFSETS, STATE_SIZE
+from butifarra_env.options import Options
+
+__all__ = ["BatchedEnv", "DealFn"]
+
+DealFn = Callable[[np.ndarray, np.ndarray], Any]
+"""``deal_fn(env_ids, dealers) -> hands``: the (k, 4, 12) card ids of the hands about to be
+dealt in envs ``env_ids`` (int64, ascending), whose dealers are ``dealers`` (int64)."""
+
+# --------------------------------------------------------------------------- tables
+_U64 = np.uint64
+_LITTLE = sys.byteorder == "little"  # bitboards are unpacked through byte views
+_ALL_CARDS = (1 << N_CARDS) - 1
+_UNSET = 5  # trump value (and its observation index) while trump is not chosen yet
+_NO_CARD = N_CARDS  # winning-card value while the trick is empty; any id >= 48 acts alike
+_NO_SUIT = 4  # led-suit value while the trick is empty: its suit mask is every card
+_HB = N_SEATS * OBS_SIZE  # bytes of one hand's four relative rows
+_O = OFFSETS
+
+_DEALER_ACTIONS = sum(1 << a for a in range(TRUMP_BASE, DELEGATE + 1))
+_TRUMP_ACTIONS = sum(1 << a for a in range(TRUMP_BASE, BUTIFARRA + 1))
+_DOUBLING_ACTIONS = (1 << DOUBLE) | (1 << PASS)
+
+# Per action id: its card bit, points and suit; the bidding actions (48-55) are inert.
+_IDS = np.arange(N_ACTIONS)
+_IS_CARD = _IDS < N_CARDS
+_BIT = np.array([1 << a if a < N_CARDS else 0 for a in _IDS], dtype=_U64)
+_PTS = np.array([POINTS[a] if a < N_CARDS else 0 for a in _IDS], dtype=np.int64)
+_SUIT_OF = np.array([SUIT[a] if a < N_CARDS else _NO_SUIT for a in _IDS], dtype=np.int64)
+_SUIT_MASK = np.array([*SUIT_MASK, _ALL_CARDS], dtype=_U64)  # [4]: the trick is empty
+
+
+def _winners(trump: int, win: int) -> int:
+    """The cards that take the trick from ``win`` under ``trump`` (all when it is empty)."""
+    if win >= N_CARDS or trump == _UNSET:
+        return _ALL_CARDS
+    beat = BEATS[win]
+    if trump < NO_TRUMP and SUIT[win] != trump:
+        beat |= SUIT_MASK[trump]
+    return beat
+
+
+_WINNERS = np.array([_winners(t, w) for t in range(6) for w in _IDS], dtype=_U64)  # t*56 + w
+_OPP_MASK = np.array([0, (1 << N_ACTIONS) - 1], dtype=_U64)  # by (winner ^ mover) & 1
+# byte -> its 8 bits, low bit first: legal sets unpack to masks by one lookup
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+_BYTE_BITS = _BYTE_BITS.view(np.int8)
+
+
+def _seat_card_table() -> np.ndarray:
+    """Offsets, inside a hand's four-row block, of the 8 bytes every card play sets to 1:
+    the played and trick bits of (seat, card) in each of the four views. Row seat * 56 + card;
+    rows of non-card actions are 0 (never written through)."""
+    s, c, v = np.ix_(range(N_SEATS), _IDS, range(N_SEATS))
+    rel = (s - v) % N_SEATS * N_CARDS + c + v * OBS_SIZE
+    table = np.concatenate(np.broadcast_arrays(rel + _O["played"], rel + _O["trick"]), axis=2)
+    table = np.where(_IS_CARD[None, :, None], table, 0)
+    return np.ascontiguousarray(table.reshape(N_SEATS * N_ACTIONS, 2 * N_SEATS), dtype=np.int64)
+
+
+_PLAY_TABLE = _seat_card_table()
+_LEADER_SET = np.array(  # the trick-leader bit of each leader in the four views
+    [
+        [v * OBS_SIZE + _O["trick_leader"] + (ld - v) % N_SEATS for v in range(N_SEATS)]
+        for ld in range(N_SEATS)
+    ],
+    dtype=np.int64,
+)
+_VOID_SET = np.array(  # the void bit of (seat, suit) in the four views: seat * 4 + suit
+    [
+        [v * OBS_SIZE + _O["voids"] + (s - v) % N_SEATS * N_SUITS + su for v in range(N_SEATS)]
+        for s in range(N_SEATS)
+        for su in range(N_SUITS)
+    ],
+    dtype=np.int64,
+)
+_HAND_BIT = np.array(  # the card's bit in the mover's own hand row: seat * 56 + card
+    [s * OBS_SIZE + _O["hand"] + c if c < N_CARDS else 0 for s in range(N_SEATS) for c in _IDS],
+    dtype=np.int64,
+)
+_TRICK_CLEAR = np.ascontiguousarray(_PLAY_TABLE[:, N_SEATS:])  # the trick bits alone
+_SEAT_ROWS = np.arange(N_SEATS, dtype=np.int64) * N_ACTIONS
+
+_HDR = _O["trump"]  # the bidding header, trump .. phase, is contiguous
+_HDR_END = _O["phase"] + len(PHASE_NAMES)
+
+
+def _header_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The bidding header of all four views is the OR of one row from each table:
+    (trump, chooser + 1, delegated), (dealer, doubling level), (doubling turn + 1, phase).
+    Seats are absolute here; the tables rotate them into each viewer's frame."""
+    size = _HDR_END - _HDR
+    t1 = np.zeros((6, 5, 2, N_SEATS, size), dtype=np.uint8)
+    t2 = np.zeros((N_SEATS, 5, N_SEATS, size), dtype=np.uint8)
+    t3 = np.zeros((5, len(PHASE_NAMES), N_SEATS, size), dtype=np.uint8)
+    for v in range(N_SEATS):
+        for trump in range(6):
+            for ch in range(-1, N_SEATS):
+                for dl in range(2):
+                    row = t1[trump, ch + 1, dl, v]
+                    row[_O["trump"] - _HDR + trump] = 1
+                    if ch >= 0:
+                        row[_O["chooser"] - _HDR + (ch - v) % N_SEATS] = 1
+                    row[_O["delegated"] - _HDR] = dl
+        for d in range(N_SEATS):
+            for lv in range(5):
+                t2[d, lv, v, _O["dealer"] - _HDR + (d - v) % N_SEATS] = 1
+                t2[d, lv, v, _O["doubling_level"] - _HDR + lv] = 1
+        for turn in range(-1, N_SEATS):
+            for ph in range(len(PHASE_NAMES)):
+                if turn >= 0:
+                    t3[turn + 1, ph, v, _O["doubling_turn"] - _HDR + (turn - v) % N_SEATS] = 1
+                t3[turn + 1, ph, v, _O["phase"] - _HDR + ph] = 1
+    return tuple(t.reshape(-1, N_SEATS, size) for t in (t1, t2, t3))  # type: ignore[return-value]
+
+
+_HEADER_1, _HEADER_2, _HEADER_3 = _header_tables()
+_TEAM_BLOCK = _O["team_tricks"]  # team_tricks (2) + team_points (2), contiguous
+_TEAM_PERM = np.array([[0, 1, 2, 3], [1, 0, 3, 2]])  # by seat parity: (mine, theirs)
+_TEAM_SIGN = np.array([1, -1, 1, -1], dtype=np.int64)  # each seat's share of A's margin
+_MATCH_PERM = np.array([[0, 1], [1, 0]] * 2)  # by viewer: match scores (mine, theirs)
+_MATCH = _O["match_scores"]
+_STATE_TEAM = (N_SEATS - 1) * N_CARDS + _TEAM_BLOCK  # the team block inside the state
+
+# Dealing as ``game.deal``: four cards at a time, starting after the dealer. _DEAL_POS lists
+# the deck positions of the 1st, 2nd, 3rd, 4th seat after the dealer; _DEAL_ROT[dealer]
+# says which of those each absolute seat is.
+_DEAL_POS = np.array(
+    [[p for p in range(N_CARDS) if (p // 4) % N_SEATS == r] for r in range(N_SEATS)]
+).reshape(-1)
+_DEAL_ROT = (np.arange(N_SEATS)[None, :] - np.arange(N_SEATS)[:, None] - 1) % N_SEATS
+
+
+def _torch() -> Any:
+    import torch  # optional: only when tensors are asked for
+
+    return torch
+
+
+def _is_tensor(x: object) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _field_view(buf: np.ndarray, rows: int, offset: int, size: int) -> np.ndarray:
+    """One field of every observation row in ``buf`` as a (rows,) array of ``size``-byte
+    items: copying a field is then one item copy per row, not ``size`` byte copies."""
+    return np.ndarray(
+        shape=(rows,), dtype=f"V{size}", buffer=buf, offset=offset, strides=(OBS_SIZE,)
+    )
+
+
+def _bitboards(cards: np.ndarray) -> np.ndarray:
+    """(k, 4, 12) card ids -> (k, 4) uint64 hands."""
+    return np.bitwise_or.reduce(_U64(1) << cards.astype(_U64), axis=2)
+
+
+class BatchedEnv:
+    """``num_envs`` independent Butifarra episodes stepped together (see the module docs).
+
+    An episode is one hand, or a whole match when ``target_score`` is set. Finished episodes
+    are dealt again at once, so every env always has a seat to move; the rewards of the
+    finishing step are still reported. ``options`` are those of ``butifarra_v0``
+    (``Options`` fields), validated the same way. ``device`` (e.g. ``"cpu"``, ``"cuda"``)
+    makes every method return torch tensors there; without it, numpy arrays, except that
+    :meth:`step` given torch actions answers with tensors on the actions' device.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        seed: int | None = None,
+        *,
+        device: str | None = None,
+        reward_scale: float = 1.0,
+        **options: Any,
+    ) -> None:
+        if (
+            isinstance(num_envs, bool)
+            or not isinstance(num_envs, (int, np.integer))
+            or num_envs < 1
+        ):
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        if (
+            isinstance(reward_scale, bool)
+            or not isinstance(reward_scale, (int, float))
+            or not math.isfinite(reward_scale)
+            or reward_scale <= 0
+        ):  # as butifarra_v0 checks it
+            raise ValueError(f"reward_scale must be a finite number > 0, got {reward_scale!r}")
+        self.options: Options = Options.from_dict(options)
+        self.num_envs: int = int(num_envs)
+        self.observation_size: int = OBS_SIZE
+        self.state_size: int = STATE_SIZE
+        self.action_size: int = N_ACTIONS
+        self.reward_scale: float = float(reward_scale)
+        self.device: str | None = None if device is None else str(device)
+        if self.device is not None:
+            _torch().empty(0, device=self.device)  # a bad device fails here, not mid-run
+        self._rng = np.random.default_rng(seed)
+        self._deal_fn: DealFn | None = None
+        self._started = False
+
+        n = self.num_envs
+        self._n2 = np.arange(n, dtype=np.int64) * 2
+        self._n4 = np.arange(n, dtype=np.int64) * N_SEATS
+        self._base = np.arange(n, dtype=np.int64) * _HB
+        self._scratch = n * _HB  # where the card-play writes of bidding hands land
+        self._buf = np.zeros(n * _HB + _HB, dtype=np.uint8)
+        self._rows = self._buf[: n * _HB].reshape(n * N_SEATS, OBS_SIZE)  # [hand*4 + viewer]
+        self._rel = self._buf[: n * _HB].reshape(n, N_SEATS, OBS_SIZE)
+        # The bidding header of every row as one 29-byte item: whole-header copies.
+        self._headers = _field_view(self._buf, n * N_SEATS, _HDR, _HDR_END - _HDR)
+
+        def ints() -> np.ndarray:
+            return np.zeros(n, dtype=np.int64)
+
+        # Bidding.
+        self._phase, self._to_move, self._dealer = ints(), ints(), ints()
+        self._trump, self._chooser, self._delegated = ints(), ints(), ints()
+        self._level, self._second = ints(), ints()  # _second: the 2nd defender/declarer asked
+        self._tw = ints()  # trump * 56: the row block of _WINNERS
+        self._isplay = np.zeros(n, dtype=bool)
+        # The trick in progress.
+        self._tc, self._tp, self._led = ints(), ints(), ints()  # cards, points, led suit
+        self._win, self._wseat, self._leader = ints(), ints(), ints()
+        self._trick_cards = np.zeros((n, N_SEATS), dtype=np.int64)  # by seat
+        self._trick_flat = self._trick_cards.reshape(-1)
+        # The hand and the match.
+        self._tricks_done, self._hand_number = ints(), ints()
+        self._tt = np.zeros((n, 4), dtype=np.int64)  # team tricks (A, B), team points (A, B)
+        # The observation's team block (tricks, points as mine/theirs) by seat parity: 8 bytes
+        # per env, seen as one item per env (writes) and one per parity (reads).
+        self._team_bytes = np.zeros((n, 2, 4), dtype=np.uint8)
+        self._team_env = self._team_bytes.reshape(n, 8).view("V8").reshape(n)
+        self._team_parity = self._team_bytes.reshape(n * 2, 4).view("V4").reshape(n * 2)
+        self._ms = np.zeros((n, 2), dtype=np.int64)  # match scores before this hand
+        self._hands = np.zeros((n, N_SEATS), dtype=_U64)
+        self._hands_flat = self._hands.reshape(-1)
+        self._initial = np.zeros((n, N_SEATS), dtype=_U64)
+        self._legal = np.zeros(n, dtype=_U64)
+
+        # The rows of a fresh deal, per dealer: constant fields and the opening header.
+        o = self.options
+        t = np.zeros((N_SEATS, N_SEATS, OBS_SIZE), dtype=np.uint8)
+        for d in range(N_SEATS):
+            for v in range(N_SEATS):
+                t[d, v, _O["trump"] + _UNSET] = 1
+                t[d, v, _O["dealer"] + (d - v) % N_SEATS] = 1
+                t[d, v, _O["doubling_level"]] = 1
+                t[d, v, _O["phase"] + PHASE_CHOOSE_TRUMP] = 1
+                t[d, v, _O["target_score"]] = min(o.target_score or 0, CLIP)
+                t[d, v, _O["max_doubling_level"]] = o.max_doubling_level
+                t[d, v, _O["butifarra_base"]] = o.butifarra_base
+        self._template = t
+
+    # ------------------------------------------------------------------ public API
+    def reset(
+        self, seed: int | None = None, *, dealers: Any = None, hands: Any = None
+    ) -> tuple[Any, Any, Any]:
+        """Start a new episode in every env; returns ``(obs, mask, seat)``.
+
+        ``seed`` reseeds the engine's generator (deals, dealers). ``dealers`` (N,) and/or
+        ``hands`` (N, 4, 12 card ids, by absolute seat) fix the first deal of every env
+        (tests, duplicate play); otherwise the dealer is drawn (or ``first_dealer``) and the
+        hands come from the deal function if one is set, else from the generator.
+        """
+        n = self.num_envs
+        d = None if dealers is None else self._check_dealers(dealers, n)
+        ids = np.arange(n, dtype=np.int64)
+        hb = None if hands is None else self._check_hands(hands, ids, "hands")
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        if d is None:
+            d = self._draw_dealers(n)
+        self._ms[:] = 0
+        self._hand_number[:] = 0
+        self._start_hands(ids, d, hb)
+        self._started = True
+        mask, obs, seat = self._outputs()
+        return self._out((obs, mask, seat), self.device)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """Apply one action per env, for the seat to move there.
+
+        Returns ``(obs, mask, seat, rewards, done)``: the next decision of every env (after an
+        auto-reset, the new episode's first), the rewards of all four seats for this step and
+        whether the episode ended on it. A wrong shape or dtype, or an illegal action in any
+        env, raises ValueError naming it, and leaves every env as it was.
+        """
+        self._require_started()
+        device = self.device
+        if _is_tensor(actions):
+            if device is None:
+                device = str(actions.device)
+            if actions.dtype.is_floating_point or actions.dtype.is_complex:
+                raise ValueError(f"actions must be integers, got torch dtype {actions.dtype}")
+            actions = actions.detach().to("cpu").numpy()
+        a = np.asarray(actions)
+        n = self.num_envs
+        if a.shape != (n,):
+            raise ValueError(f"actions must have shape ({n},), one per env; got {a.shape}")
+        if a.dtype.kind not in "iu":
+            raise ValueError(f"actions must be an integer array, got dtype {a.dtype}")
+        a = a.astype(np.int64, copy=False)
+        au = a.astype(_U64)  # negative ids wrap to huge shifts, which give 0: illegal
+        ok = (self._legal >> au) & _U64(1)
+        if not ok.all():
+            self._raise_illegal(a, int(np.flatnonzero(ok == 0)[0]))
+
+        rewards = np.zeros((n, N_SEATS), dtype=np.float32)
+        done = np.zeros(n, dtype=bool)
+        bidding = np.flatnonzero(~self._isplay)
+        ended = self._play(a, au)
+        if bidding.size:
+            self._bid(bidding, a[bidding])
+        if ended.size:
+            self._end_hands(ended, rewards, done)
+        mask, obs, seat = self._outputs()
+        return self._out((obs, mask, seat, rewards, done), device)
+
+    def state(self) -> Any:
+        """(N, STATE_SIZE) uint8 full information (all hands), as ``observation.encode_state``:
+        for centralised critics."""
+        self._require_started()
+        n = self.num_envs
+        out = np.zeros((n, STATE_SIZE), dtype=np.uint8)
+        out[:, : N_SEATS * N_CARDS] = self._rel[:, :, :N_CARDS].reshape(n, N_SEATS * N_CARDS)
+        out[:, N_SEATS * N_CARDS : CANONICAL_SIZE] = self._rel[:, 0, N_CARDS:]
+        out[:, _STATE_TEAM : _STATE_TEAM + 4] = self._team_bytes[:, 0]
+        out[np.arange(n), CANONICAL_SIZE + self._to_move] = 1
+        return self._out((out,), self.device)[0]
+
+    def set_deal_fn(self, deal_fn: DealFn | None) -> None:
+        """Deal every later hand (auto-resets, and resets without ``hands``) with
+        ``deal_fn(env_ids, dealers) -> (k, 4, 12) card ids``; None restores random deals.
+
+        Dealers still come from the generator, ``first_dealer`` or the match rotation. For
+        duplicate-deal arenas and for replaying auto-reset hands in a reference. A deal
+        function that fails or returns a bad deal during ``step`` raises there and leaves
+        the engine mid-step: call :meth:`reset` after such an error.
+        """
+        if deal_fn is not None and not callable(deal_fn):
+            raise ValueError(f"deal_fn must be callable or None, got {deal_fn!r}")
+        self._deal_fn = deal_fn
+
+    def current_deals(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(dealers (N,), hands (N, 4, 12))``: the dealer and initial hands (sorted card ids,
+        by absolute seat) of the hand each env is playing, so any hand can be replayed."""
+        self._require_started()
+        n = self.num_envs
+        initial = self._initial if _LITTLE else self._initial.astype("<u8")
+        bits = np.unpackbits(
+            initial.view(np.uint8).reshape(n, N_SEATS, 8), axis=2, count=N_CARDS, bitorder="little"
+        )
+        cards = np.nonzero(bits)[2].reshape(n, N_SEATS, N_TRICKS)
+        return self._dealer.copy(), cards.astype(np.int64)
+
+    def match_info(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(hand_number (N,), match_scores (N, 2))`` of the hand each env is playing (scores
+        before it, team A then B); all zeros when an episode is one hand."""
+        self._require_started()
+        return self._hand_number.copy(), self._ms.copy()
+
+    # ------------------------------------------------------------------ card play
+    def _play(self, a: np.ndarray, au: np.ndarray) -> np.ndarray:
+        """Card play in every env at once (bidding envs pass through inert), then the legal
+        set of every env's next seat. Returns the envs whose hand just ended."""
+        s = self._to_move
+        isplay = self._isplay
+        hidx = self._n4 + s
+        self._hands_flat[hidx] ^= np.take(_BIT, a)
+        self._trick_flat[hidx] = a
+        first = self._tc == 0
+        suit = np.take(_SUIT_OF, a)
+        led = np.where(first, suit, self._led)
+        leader = np.where(first, s, self._leader)
+        self._led = led
+        self._leader = leader
+        takes = (np.take(_WINNERS, self._tw + self._win) >> au) & _U64(1)
+        takes = takes.view(bool)[::8] if _LITTLE else takes.astype(bool)  # low byte of each
+        np.copyto(self._win, a, where=takes)
+        np.copyto(self._wseat, s, where=takes)
+        self._tp += np.take(_PTS, a)
+        self._tc += isplay
+
+        base = np.where(isplay, self._base, self._scratch)
+        self._buf[base + np.take(_HAND_BIT, s * N_ACTIONS + a)] = 0
+        idx = np.take(_PLAY_TABLE, s * N_ACTIONS + a, axis=0)
+        idx += base[:, None]
+        self._buf[idx.reshape(-1)] = 1
+        lead = np.flatnonzero(first & isplay)  # a new trick: mark its leader
+        if lead.size:
+            idx = np.take(_LEADER_SET, np.take(s, lead), axis=0)
+            idx += np.take(self._base, lead)[:, None]
+            self._buf[idx.reshape(-1)] = 1
+        void = np.flatnonzero(suit != led)  # did not follow: void in the led suit
+        if void.size:
+            code = np.take(s, void) * N_SUITS + np.take(led, void)
+            idx = np.take(_VOID_SET, code, axis=0)
+            idx += np.take(self._base, void)[:, None]
+            self._buf[idx.reshape(-1)] = 1
+
+        self._to_move = np.where(isplay, (s + 1) & 3, s)
+        closed = np.flatnonzero(self._tc == N_SEATS)
+        ended = self._close_tricks(closed) if closed.size else closed
+
+        to_move = self._to_move  # bidding envs: overwritten by _bid
+        hand = np.take(self._hands_flat, self._n4 + to_move)
+        follow = hand & np.take(_SUIT_MASK, self._led)
+        base_set = np.where(follow != 0, follow, hand)
+        beat = base_set & np.take(_WINNERS, self._tw + self._win)
+        beat &= np.take(_OPP_MASK, (self._wseat ^ to_move) & 1)
+        self._legal = np.where(beat != 0, beat, base_set)
+        return ended
+
+    def _close_tricks(self, c: np.ndarray) -> np.ndarray:
+        """Score the finished tricks of envs ``c`` and clear the table; returns the envs whose
+        hand is over."""
+        w = np.take(self._wseat, c)
+        tt = self._tt.reshape(-1)
+        team = c * 4 + (w & 1)
+        tt[team] += 1
+        tt[team + 2] += np.take(self._tp, c) + 1
+        done_tricks = np.take(self._tricks_done, c) + 1
+        self._tricks_done[c] = done_tricks
+        view = np.take(self._tt, c, axis=0)[:, _TEAM_PERM].astype(np.uint8)
+        self._team_env[c] = view.reshape(-1).view("V8")
+        base = np.take(self._base, c)[:, None]
+        cards = np.take(self._trick_cards, c, axis=0)
+        cards += _SEAT_ROWS
+        clear = np.take(_TRICK_CLEAR, cards.reshape(-1), axis=0).reshape(c.size, -1)
+        clear += base
+        self._buf[clear.reshape(-1)] = 0
+        clear = np.take(_LEADER_SET, np.take(self._leader, c), axis=0)
+        clear += base
+        self._buf[clear.reshape(-1)] = 0
+        self._to_move[c] = w
+        self._tc[c] = 0
+        self._tp[c] = 0
+        self._led[c] = _NO_SUIT
+        self._win[c] = _NO_CARD
+        return c[done_tricks == N_TRICKS]
+
+    # ------------------------------------------------------------------ bidding
+    def _bid(self, b: np.ndarray, a: np.ndarray) -> None:
+        """Trump choice, delegation and the doubling chain, for the envs in ``b``."""
+        s = self._to_move[b]
+        max_level = self.options.max_doubling_level
+        deleg = a == DELEGATE
+        choose = a <= BUTIFARRA  # 48-52
+        dbl = a == DOUBLE
+        pas = a == PASS
+        if deleg.any():
+            self._delegated[b[deleg]] = 1
+        if choose.any():
+            bc = b[choose]
+            trump = a[choose] - TRUMP_BASE  # butifarra (52) -> 4 = NO_TRUMP
+            self._trump[bc] = trump
+            self._tw[bc] = trump * N_ACTIONS
+            self._chooser[bc] = s[choose]
+        level = self._level[b] + dbl
+        self._level[b] = level
+        start = (
+            (choose & (max_level == 0))
+            | (dbl & (level >= max_level))
+            | (pas & (self._second[b] == 1))
+        )
+        ask = (choose | dbl) & ~start  # the next seat is asked to double
+        to_move = np.where(deleg | (pas & ~start), (s + 2) & 3, (s + 1) & 3)
+        to_move = np.where(start, (self._dealer[b] + 1) & 3, to_move)  # the mano leads
+        phase = np.where(deleg, PHASE_CHOOSE_TRUMP_DELEGATED, self._phase[b])
+        phase = np.where(ask, PHASE_DOUBLING, phase)
+        phase = np.where(start, PHASE_PLAY, phase)
+        self._second[b] = pas
+        self._phase[b] = phase
+        self._isplay[b] = start
+        self._to_move[b] = to_move
+        asked = np.where(phase == PHASE_DOUBLING, _U64(_DOUBLING_ACTIONS), _U64(_TRUMP_ACTIONS))
+        self._legal[b] = np.where(start, self._hands_flat[b * 4 + to_move], asked)
+        self._write_header(b)
+
+    def _write_header(self, b: np.ndarray) -> None:
+        """Rewrite the bidding header (trump .. phase) of the four views of envs ``b``."""
+        phase = self._phase[b]
+        turn = np.where(phase == PHASE_DOUBLING, self._to_move[b] + 1, 0)
+        g1 = (self._trump[b] * 5 + self._chooser[b] + 1) * 2 + self._delegated[b]
+        header = np.take(_HEADER_1, g1, axis=0)
+        header |= np.take(_HEADER_2, self._dealer[b] * 5 + self._level[b], axis=0)
+        header |= np.take(_HEADER_3, turn * len(PHASE_NAMES) + phase, axis=0)
+        rows = (b * N_SEATS)[:, None] + np.arange(N_SEATS)
+        self._headers[rows.reshape(-1)] = header.reshape(-1).view(self._headers.dtype)
+
+    # ------------------------------------------------------------------ hand ends, deals
+    def _end_hands(self, e: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
+        """Score the hands of envs ``e``, report rewards, deal the next hand or episode."""
+        pts = self._tt[e, 2:4]
+        mult = np.where(self._trump[e] == NO_TRUMP, self.options.butifarra_base, 1)
+        mult <<= self._level[e]
+        scores = np.where(pts > HALF_POINTS, (pts - HALF_POINTS) * mult[:, None], 0)
+        margin = (scores[:, 0] - scores[:, 1])[:, None] * _TEAM_SIGN
+        rewards[e] = margin * self.reward_scale  # float64 product, then float32: as the env
+        target = self.options.target_score
+        fresh = self._draw_dealers(e.size)
+        if target is None:
+            done[e] = True
+            self._start_hands(e, fresh, None)
+            return
+        ms = self._ms[e] + scores
+        over = ms.max(axis=1) >= target
+        done[e] = over
+        self._ms[e] = np.where(over[:, None], 0, ms)
+        self._hand_number[e] = np.where(over, 0, self._hand_number[e] + 1)
+        self._start_hands(e, np.where(over, fresh, (self._dealer[e] + 1) & 3), None)
+
+    def _draw_dealers(self, k: int) -> np.ndarray:
+        if self.options.first_dealer is not None:
+            return np.full(k, self.options.first_dealer, dtype=np.int64)
+        return self._rng.integers(0, N_SEATS, size=k, dtype=np.int64)
+
+    def _deal(self, ids: np.ndarray, dealers: np.ndarray) -> np.ndarray:
+        """(k, 4) uint64 hands for envs ``ids``: from the deal function, or a uniform shuffle
+        dealt four cards at a time from the seat after the dealer, as ``game.deal``."""
+        if self._deal_fn is not None:
+            return self._check_hands(self._deal_fn(ids.copy(), dealers.copy()), ids, "deal_fn")
+        k = ids.size
+        deck = self._rng.random((k, N_CARDS)).argsort(axis=1)
+        by_turn = _bitboards(deck[:, _DEAL_POS].reshape(k, N_SEATS, N_TRICKS))
+        pick = np.take(_DEAL_ROT, dealers, axis=0) + (np.arange(k) * N_SEATS)[:, None]
+        return np.take(by_turn, pick)
+
+    def _start_hands(self, e: np.ndarray, dealers: np.ndarray, hands: np.ndarray | None) -> None:
+        """Put envs ``e`` at the first decision of a new hand dealt by ``dealers`` (their hand
+        number and match scores already set)."""
+        if hands is None:
+            hands = self._deal(e, dealers)
+        k = e.size
+        self._hands[e] = hands
+        self._initial[e] = hands
+        self._dealer[e] = dealers
+        self._to_move[e] = dealers
+        for arr, value in (
+            (self._phase, PHASE_CHOOSE_TRUMP),
+            (self._trump, _UNSET),
+            (self._tw, _UNSET * N_ACTIONS),
+            (self._chooser, -1),
+            (self._delegated, 0),
+            (self._level, 0),
+            (self._second, 0),
+            (self._isplay, False),
+            (self._tc, 0),
+            (self._tp, 0),
+            (self._led, _NO_SUIT),
+            (self._win, _NO_CARD),
+            (self._wseat, 0),
+            (self._leader, 0),
+            (self._tricks_done, 0),
+            (self._tt, 0),
+        ):
+            arr[e] = value
+        self._team_bytes[e] = 0
+        self._legal[e] = _DEALER_ACTIONS
+        rows = self._template[dealers]
+        bits = hands if _LITTLE else hands.astype("<u8")
+        rows[:, :, :N_CARDS] = np.unpackbits(
+            bits.view(np.uint8).reshape(k, N_SEATS, 8), axis=2, count=N_CARDS, bitorder="little"
+        )
+        if self.options.target_score is not None:
+            rows[:, :, _O["hand_number"]] = np.minimum(self._hand_number[e], CLIP)[:, None]
+            scores = np.minimum(self._ms[e], CLIP)
+            rows[:, :, _MATCH : _MATCH + 2] = scores[:, _MATCH_PERM]
+        self._rel[e] = rows
+
+    # ------------------------------------------------------------------ helpers
+    def _outputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fresh (mask, obs, seat) for the seat to move in every env."""
+        n = self.num_envs
+        legal = self._legal if _LITTLE else self._legal.astype("<u8")
+        mask = np.take(_BYTE_BITS, legal.view(np.uint8).reshape(n, 8)[:, :7], axis=0)
+        seat = self._to_move.copy()
+        obs = np.take(self._rows, self._n4 + seat, axis=0)
+        team = _field_view(obs, n, _TEAM_BLOCK, 4)
+        team[...] = np.take(self._team_parity, self._n2 + (seat & 1))
+        return mask.reshape(n, N_ACTIONS), obs, seat
+
+    @staticmethod
+    def _out(arrays: tuple[np.ndarray, ...], device: str | None) -> tuple[Any, ...]:
+        if device is None:
+            return arrays
+        torch = _torch()
+        out = tuple(torch.from_numpy(x) for x in arrays)
+        if torch.device(device).type != "cpu":
+            out = tuple(t.to(device) for t in out)
+        return out
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise RuntimeError("call reset() before step(), state() or current_deals()")
+
+    def _raise_illegal(self, a: np.ndarray, i: int) -> None:
+        legal = int(self._legal[i])
+        names = ", ".join(f"{x} ({action_name(x)})" for x in range(N_ACTIONS) if legal >> x & 1)
+        act = int(a[i])
+        what = f"{act} ({action_name(act)})" if 0 <= act < N_ACTIONS else f"{act} (not 0-55)"
+        raise ValueError(
+            f"illegal action {what} in hand {i} for seat {int(self._to_move[i])} in phase "
+            f"{PHASE_NAMES[int(self._phase[i])]!r}; legal actions: [{names}]"
+        )
+
+    @staticmethod
+    def _check_dealers(dealers: Any, n: int) -> np.ndarray:
+        d = np.asarray(dealers)
+        if d.shape != (n,) or d.dtype.kind not in "iu":
+            raise ValueError(f"dealers must be ints of shape ({n},), got {d.dtype} {d.shape}")
+        bad = np.flatnonzero((d < 0) | (d >= N_SEATS))
+        if bad.size:
+            raise ValueError(f"dealers must be seats 0-3; hand {bad[0]} has {d[bad[0]]}")
+        return d.astype(np.int64)
+
+    @staticmethod
+    def _check_hands(hands: Any, ids: np.ndarray, what: str) -> np.ndarray:
+        """(k, 4, 12) card ids for envs ``ids`` (each the 48 cards once) -> (k, 4) uint64."""
+        h = np.asarray(hands)
+        k = ids.size
+        if h.shape != (k, N_SEATS, N_TRICKS) or h.dtype.kind not in "iu":
+            raise ValueError(
+                f"{what} must be card ids of shape ({k}, 4, 12), got {h.dtype} {h.shape}"
+            )
+        flat = np.sort(h.reshape(k, N_CARDS), axis=1)
+        bad = np.flatnonzero((flat != np.arange(N_CARDS)).any(axis=1))
+        if bad.size:
+            raise ValueError(
+                f"{what}: hand {ids[bad[0]]} does not hold the 48 cards (ids 0-47) exactly once"
+            )
+        return _bitboards(h.astype(np.int64))
