@@ -1,0 +1,423 @@
+"""Agents: the interface, the registry, RandomAgent and the rule-based heuristics.
+
+The heuristics are checked on hand-built positions: deals written card by card and
+played to the position with the real Game, or observation vectors filled field by field.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import agents.rule_based as rb
+from agents import Agent, RandomAgent, RuleBasedAgent, make_agent
+from agents.base import AGENT_FACTORIES, agent_names, register_agent
+from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, N_ACTIONS, PASS, TRUMP_BASE
+from butifarra_env.cards import cards_of, parse_card
+from butifarra_env.game import PHASE_PLAY, Game, random_deal
+from butifarra_env.observation import OBS_SIZE, OFFSETS, Observer, decode, encode
+from butifarra_env.options import Options
+from tests.helpers import cards
+
+# --------------------------------------------------------------------------- helpers
+WORDS = {"oros": 48, "copas": 49, "espadas": 50, "bastos": 51, "butifarra": BUTIFARRA,
+         "delegate": DELEGATE, "double": DOUBLE, "pass": PASS}  # fmt: skip
+
+
+def deal_with(fixed: dict[int, str]) -> list[int]:
+    """Four hands: the named cards where given, the rest dealt in id order."""
+    hands = [0, 0, 0, 0]
+    used: set[int] = set()
+    for seat, text in fixed.items():
+        for c in cards(text):
+            if c in used:
+                raise ValueError(f"card {c} given twice")
+            hands[seat] |= 1 << c
+            used.add(c)
+    rest = [c for c in range(48) if c not in used]
+    for seat in range(4):
+        while bin(hands[seat]).count("1") < 12:
+            hands[seat] |= 1 << rest.pop(0)
+    return hands
+
+
+def position(fixed: dict[int, str], dealer: int, actions: str = "") -> Game:
+    game = Game(Options(), dealer, deal_with(fixed))
+    for word in actions.split():
+        game.step(WORDS[word] if word in WORDS else parse_card(word))
+    return game
+
+
+def view_of(game: Game) -> rb.View:
+    return rb.read_view(encode(game, game.to_move))
+
+
+def mask_of(game: Game) -> np.ndarray:
+    m = np.zeros(N_ACTIONS, dtype=np.int8)
+    m[game.legal_actions()] = 1
+    return m
+
+
+def rule_action(game: Game) -> int:
+    return RuleBasedAgent().act(encode(game, game.to_move), mask_of(game))
+
+
+def synthetic_view(
+    hand: str,
+    trump: int,
+    played: dict[int, str] | None = None,
+    trick: dict[int, str] | None = None,
+    leader: int | None = None,
+    voids: dict[int, list[int]] | None = None,
+    chooser: int = 1,
+) -> rb.View:
+    """A play-phase observation filled field by field (relative seats)."""
+    v = np.zeros(OBS_SIZE, dtype=np.uint8)
+    for c in cards(hand):
+        v[OFFSETS["hand"] + c] = 1
+    for r, text in (played or {}).items():
+        for c in cards(text):
+            v[OFFSETS["played"] + 48 * r + c] = 1
+    for r, text in (trick or {}).items():
+        c = parse_card(text)
+        v[OFFSETS["trick"] + 48 * r + c] = 1
+        v[OFFSETS["played"] + 48 * r + c] = 1
+    if leader is not None:
+        v[OFFSETS["trick_leader"] + leader] = 1
+    for r, suits in (voids or {}).items():
+        for s in suits:
+            v[OFFSETS["voids"] + 4 * r + s] = 1
+    v[OFFSETS["trump"] + trump] = 1
+    v[OFFSETS["chooser"] + chooser] = 1
+    v[OFFSETS["dealer"] + chooser] = 1
+    v[OFFSETS["doubling_level"]] = 1
+    v[OFFSETS["phase"] + PHASE_PLAY] = 1
+    return rb.read_view(v)
+
+
+def play_hands(agent: Agent, n_hands: int, seed: int) -> tuple[np.ndarray, np.ndarray, list[Game]]:
+    """``agent`` at all four seats for ``n_hands`` random deals: the observations and masks
+    it met (every phase) and the finished games. Game.step rejects any illegal choice."""
+    rng = np.random.default_rng(seed)
+    obs, masks, games = [], [], []
+    for _ in range(n_hands):
+        dealer = int(rng.integers(4))
+        g = Game(Options(), dealer, random_deal(rng, dealer))
+        ob = Observer()
+        ob.reset(g)
+        while not g.is_over:
+            s = g.to_move
+            o, m = ob.observe(s), mask_of(g)
+            obs.append(o)
+            masks.append(m)
+            a = agent.act(o, m)
+            g.step(a)
+            ob.update(g, s, a)
+        games.append(g)
+    return np.array(obs), np.array(masks), games
+
+
+def random_positions(n_hands: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Observations and masks met along random play."""
+    obs, masks, _ = play_hands(RandomAgent(seed), n_hands, seed)
+    return obs, masks
+
+
+# --------------------------------------------------------------------------- interface
+class FirstLegal(Agent):
+    name = "first"
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        return int(np.flatnonzero(action_mask)[0])
+
+
+def test_default_act_batch_loops_over_act() -> None:
+    obs, masks = random_positions(2, seed=1)
+    out = FirstLegal().act_batch(obs, masks)
+    assert out.dtype == np.int64 and out.shape == (len(obs),)
+    assert all(masks[i, out[i]] for i in range(len(obs)))
+
+
+def test_act_batch_rejects_bad_shapes() -> None:
+    with pytest.raises(ValueError, match="observations must have shape"):
+        FirstLegal().act_batch(np.zeros((2, 10)), np.zeros((2, 56)))
+    with pytest.raises(ValueError, match="action_masks must have shape"):
+        RandomAgent(0).act_batch(np.zeros((2, OBS_SIZE)), np.zeros((3, 56)))
+
+
+def test_registry_builds_agents_and_lists_names_on_error() -> None:
+    assert isinstance(make_agent("random", seed=1), RandomAgent)
+    assert isinstance(make_agent("rule"), RuleBasedAgent)
+    assert {"random", "rule", "ppo"} <= set(agent_names())
+    with pytest.raises(ValueError, match="unknown agent 'nope'; allowed: ppo, random, rule"):
+        make_agent("nope")
+    with pytest.raises(ValueError, match="takes no argument"):
+        make_agent("rule:extra")
+    with pytest.raises(ValueError, match="checkpoint not found"):
+        make_agent("ppo:/definitely/not/here.pt")
+
+
+def test_a_broken_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.pt"
+    bad.write_bytes(b"this is not a checkpoint")
+    with pytest.raises(
+        ValueError, match="could not load PPO checkpoint|PPO agent is not available"
+    ):
+        make_agent(f"ppo:{bad}")
+
+
+def test_register_agent_adds_one_factory() -> None:
+    register_agent("first", lambda arg, seed: FirstLegal())
+    try:
+        assert isinstance(make_agent("first"), FirstLegal)
+    finally:
+        del AGENT_FACTORIES["first"]
+    with pytest.raises(ValueError, match="no ':'"):
+        register_agent("a:b", lambda arg, seed: FirstLegal())
+
+
+# --------------------------------------------------------------------------- random
+def test_random_agent_is_legal_seeded_and_uniform() -> None:
+    obs, masks = random_positions(3, seed=2)
+    a, b = RandomAgent(7), RandomAgent(7)
+    assert np.array_equal(a.act_batch(obs, masks), b.act_batch(obs, masks))
+    out = a.act_batch(obs, masks)
+    assert all(masks[i, out[i]] for i in range(len(obs)))
+    a.reset(7)
+    first = [a.act(obs[i], masks[i]) for i in range(20)]
+    a.reset(7)
+    assert first == [a.act(obs[i], masks[i]) for i in range(20)]
+    # uniform over the six dealer options (4 suits, butifarra, delegate)
+    m = np.zeros((6000, N_ACTIONS), dtype=np.int8)
+    m[:, 48:54] = 1
+    counts = np.bincount(RandomAgent(3).act_batch(np.zeros((6000, OBS_SIZE)), m), minlength=56)
+    assert counts[48:54].min() > 850 and counts[48:54].max() < 1150
+    with pytest.raises(ValueError, match="no legal action"):
+        RandomAgent(0).act(obs[0], np.zeros(N_ACTIONS, dtype=np.int8))
+
+
+# --------------------------------------------------------------------------- reading
+def test_read_view_agrees_with_decode() -> None:
+    obs, _ = random_positions(3, seed=3)
+    for o in obs[::7]:
+        d, v = decode(o), rb.read_view(o)
+        assert cards_of(v.hand) == d["hand"]
+        assert v.trick == [-1 if c is None else c for c in d["trick"]]
+        assert v.leader == (-1 if d["trick_leader"] is None else d["trick_leader"])
+        assert [[s for s in range(4) if (v.voids[r] >> s) & 1] for r in range(4)] == d["voids"]
+        assert v.trump == (rb.UNSET if d["trump"] is None else d["trump"])
+        assert v.chooser == (-1 if d["chooser"] is None else d["chooser"])
+        assert v.level == d["doubling_level"]
+        for r in range(4):
+            assert cards_of(v.played[r]) == d["played"][r]
+            assert v.sizes[r] == 12 - len(d["played"][r])
+
+
+def test_top_and_bottom_follow_card_strength() -> None:
+    hand = sum(1 << c for c in cards("1o 12o 2o 8o 9c 10c"))
+    assert rb.top_card(hand, 0) == parse_card("1o")
+    assert rb.bottom_card(hand, 0) == parse_card("2o")
+    assert rb.top_card(hand, 1) == parse_card("9c")
+    assert rb.top_card(hand, 2) == -1
+
+
+# --------------------------------------------------------------------------- bidding
+STRONG_OROS = "9o 1o 12o 11o 5o 4o 2c 3c 4e 5e 2b 3b"
+WEAK = "2o 3o 4o 2c 3c 4c 2e 3e 4e 2b 3b 4b"
+WEAK_PARTNER = "1c 6c 7c 8c 6e 7e 8e 10e 4b 5b 6b 7b"
+STOPPERS = "9o 1o 12o 9c 1c 12c 9e 1e 2e 9b 2b 3b"
+
+
+def test_trump_suit_value_counts_length_and_honours() -> None:
+    hand = sum(1 << c for c in cards(STRONG_OROS))
+    assert rb.trump_suit_value(hand, 0) > rb.DELEGATE_BELOW
+    assert rb.trump_suit_value(hand, 0) > rb.trump_suit_value(hand, 1) + 5
+    # the manilla is worth more than the as
+    a = sum(1 << c for c in cards("9o 2o 3o"))
+    b = sum(1 << c for c in cards("1o 2o 3o"))
+    assert rb.trump_suit_value(a, 0) > rb.trump_suit_value(b, 0)
+
+
+def test_butifarra_value_wants_stoppers_everywhere() -> None:
+    assert rb.butifarra_value(sum(1 << c for c in cards(STOPPERS))) >= rb.BUTIFARRA_MIN
+    assert rb.butifarra_value(sum(1 << c for c in cards(STRONG_OROS))) < rb.BUTIFARRA_MIN
+
+
+@pytest.mark.parametrize(
+    ("hand", "actions", "expected"),
+    [
+        (STRONG_OROS, "", TRUMP_BASE + 0),  # a long suit with manilla, as, rey
+        (STOPPERS, "", BUTIFARRA),  # manilla-as in three suits: no trump
+        (WEAK, "", DELEGATE),  # nothing: let the partner choose
+        (WEAK, "delegate", None),  # the partner's forced choice: a suit, never delegate
+    ],
+)
+def test_choose_trump(hand: str, actions: str, expected: int | None) -> None:
+    seat = 2 if actions else 0
+    game = position({seat: hand}, dealer=0, actions=actions)
+    assert game.to_move == seat
+    action = rule_action(game)
+    if expected is None:
+        assert TRUMP_BASE <= action <= BUTIFARRA
+    else:
+        assert action == expected
+
+
+def test_defender_doubles_when_strong_in_the_declared_trump() -> None:
+    # seat 3 deals and chooses oros; seat 0 (a defender) holds oros manilla, as, rey...
+    strong = position({0: STRONG_OROS}, dealer=3, actions="oros")
+    assert strong.to_move == 0 and rule_action(strong) == DOUBLE
+    weak = position({0: WEAK}, dealer=3, actions="oros")
+    assert rule_action(weak) == PASS
+
+
+def test_declarer_redoubles_only_with_a_strong_trump() -> None:
+    # seat 0 chooses oros, seat 1 doubles: seat 2 (chooser's partner) then seat 0 answer
+    strong = position({0: STRONG_OROS, 2: "9e 1e 12e 2o 3o 6o 7o 8o 4c 5c 6c 7c"}, 0, "oros double")
+    assert strong.to_move == 2 and rule_action(strong) == DOUBLE
+    weak = position({0: STRONG_OROS, 2: WEAK_PARTNER}, 0, "oros double")
+    assert rule_action(weak) == PASS
+    # the chooser (asked after a pass by its partner) redoubles its strong suit
+    chooser = position({0: STRONG_OROS, 2: WEAK_PARTNER}, 0, "oros double pass")
+    assert chooser.to_move == 0 and rule_action(chooser) == DOUBLE
+
+
+def test_higher_levels_need_more_strength() -> None:
+    v = synthetic_view(STRONG_OROS, trump=0, chooser=1)
+    v.level = 0
+    assert rb.should_double(v)
+    v.level = 2  # Sant Vicenç needs DOUBLE_STEP more
+    strength = rb.trump_suit_value(v.hand, 0)
+    assert rb.should_double(v) == (strength >= rb.DOUBLE_THRESHOLDS["defender"][0] + rb.DOUBLE_STEP)
+
+
+# --------------------------------------------------------------------------- sayings
+def test_manilla_lead_ok_needs_the_as_or_rey() -> None:
+    unseen_all = (1 << 48) - 1
+    lone = sum(1 << c for c in cards("9c 4c 3c"))
+    assert not rb.manilla_lead_ok(lone, 1, unseen_all & ~lone)
+    assert rb.manilla_lead_ok(lone | 1 << parse_card("1c"), 1, unseen_all)
+    assert rb.manilla_lead_ok(lone | 1 << parse_card("12c"), 1, unseen_all)
+    # as and rey both already played: nothing is waiting to fall under the manilla
+    gone = sum(1 << c for c in cards("1c 12c"))
+    assert rb.manilla_lead_ok(lone, 1, unseen_all & ~lone & ~gone)
+
+
+def test_caballo_lead_bad_while_higher_cards_are_out() -> None:
+    unseen = sum(1 << c for c in cards("9b 1b 12b"))
+    assert rb.caballo_lead_bad(parse_card("11b"), 0, unseen)
+    assert not rb.caballo_lead_bad(parse_card("11b"), 0, 0)
+    assert not rb.caballo_lead_bad(parse_card("10b"), 0, unseen)
+
+
+def test_lead_keeps_a_lone_manilla_but_cashes_manilla_with_as() -> None:
+    hand = "9c 4c 3c 9e 1e 5e 2b 3b 4b 5o 6o 7o"
+    game = position({0: hand}, dealer=3, actions="oros pass pass")
+    assert game.to_move == 0
+    assert rule_action(game) == parse_card("9e")  # manilla backed by the as: cash it
+    v = view_of(game)
+    v.hand &= ~sum(1 << c for c in cards("9e 1e"))  # without the espadas pair...
+    assert rb.choose_lead(v, v.hand) != parse_card("9c")  # ...still not the lone manilla
+
+
+def test_lead_avoids_the_caballo() -> None:
+    game = position({0: "11b 4b 11c 5c 2e 3e 4e 5e 6e 7e 8e 10e"}, 3, "oros pass pass")
+    lead = rule_action(game)
+    assert lead not in (parse_card("11b"), parse_card("11c"))
+
+
+def test_declarer_draws_trumps_with_the_master_trump() -> None:
+    # oros trump, chosen by me (rel 0): manilla and as of trump -> lead the manilla
+    v = synthetic_view("9o 1o 4o 3c 4c 5c 6c 2e 3e 4e 5e 2b", trump=0, chooser=0)
+    assert rb.choose_lead(v, v.hand) == parse_card("9o")
+    # a defender with two trumps keeps them for ruffing instead
+    v = synthetic_view("9o 1o 4c 3c 5c 6c 7c 2e 3e 4e 5e 2b", trump=0, chooser=1)
+    assert rb.SUIT[rb.choose_lead(v, v.hand)] != 0
+    # no opponent can hold a trump any more: nothing to draw
+    v = synthetic_view("9o 1o 4o 3c 4c 5c 6c 2e 3e 4e 5e 2b", trump=0, chooser=0,
+                       voids={1: [0], 3: [0]})  # fmt: skip
+    assert rb.SUIT[rb.choose_lead(v, v.hand)] != 0
+
+
+# --------------------------------------------------------------------------- following
+def test_fourth_hand_wins_with_the_cheapest_winner() -> None:
+    # dealer 0 -> seat 1 leads 10c, seat 2 plays 2c, seat 3 plays 11c, seat 0 decides
+    game = position({0: "12c 1c 4c 2o 3o 4o 5o 6o 7o 8o 10o 11o", 3: "11c 2b",
+                     1: "10c", 2: "2c"}, 0, "espadas pass pass 10c 2c 11c")  # fmt: skip
+    assert game.to_move == 0
+    assert rule_action(game) == parse_card("12c")
+
+
+def test_plays_low_when_the_trick_cannot_be_won() -> None:
+    game = position({0: "1c 4c 3c 2o 3o 4o 5o 6o 7o 8o 10o 11o", 3: "9c", 1: "10c", 2: "2c"},
+                    0, "espadas pass pass 10c 2c 9c")  # fmt: skip
+    assert rule_action(game) == parse_card("3c")
+
+
+def test_loads_points_on_a_partner_sure_trick() -> None:
+    # seat 1 leads 2c, partner (seat 2) wins with the manilla 9c, seat 3 follows; seat 0 is
+    # void in copas: the rey of espadas (not a master: 9e and 1e are out) goes on the pile
+    game = position({0: "12e 2e 3e 2b 3b 4b 5b 6b 7b 8b 10o 11o", 1: "2c", 2: "9c", 3: "3c"},
+                    0, "oros pass pass 2c 9c 3c")  # fmt: skip
+    assert rule_action(game) == parse_card("12e")
+    v = view_of(game)
+    assert rb.choose_load(v, v.hand) == parse_card("12e")
+
+
+def test_ruffs_with_the_lowest_trump_when_void() -> None:
+    game = position({0: "2o 5o 9o 2b 3b 4b 5b 6b 7b 8b 10e 11e", 1: "9c", 2: "4c", 3: "3c"},
+                    0, "oros pass pass 9c 4c 3c")  # fmt: skip
+    assert rule_action(game) == parse_card("2o")
+
+
+def test_card_counting_and_ruff_risk() -> None:
+    # espadas trump. I hold the as of copas; the manilla of copas is already played.
+    v = synthetic_view("1c 4c 2o", trump=2, played={3: "9c"})
+    assert rb.is_master(parse_card("1c"), v.unseen)
+    p = rb.win_probability(v, parse_card("1c"), 1)
+    assert 0.9 < p < 1.0  # an opponent might (rarely) be void in copas and ruff
+    # the next opponent has shown a void in copas and may hold espadas: a ruff is likely
+    v2 = synthetic_view("1c 4c 2o", trump=2, played={3: "9c"}, voids={1: [1]})
+    assert rb.win_probability(v2, parse_card("1c"), 1) < 0.3
+    assert not rb.sure_to_win(v2, parse_card("1c"), 1)
+    # ...unless it has shown a void in trumps too
+    v3 = synthetic_view("1c 4c 2o", trump=2, played={3: "9c"}, voids={1: [1, 2], 3: [1, 2]})
+    assert rb.win_probability(v3, parse_card("1c"), 1) == 1.0
+    assert rb.sure_to_win(v3, parse_card("1c"), 1)
+
+
+def test_void_and_hold_probabilities() -> None:
+    v = synthetic_view("1c 4c 2o", trump=2, voids={1: [0]})
+    assert rb.void_probability(v, 1, 0) == 1.0
+    assert rb.hold_probability(v, 1, 1 << parse_card("9o")) == 0.0
+    p = rb.hold_probability(v, 3, 1 << parse_card("9c"))
+    assert p == pytest.approx(1 / 3)
+
+
+# --------------------------------------------------------------------------- whole games
+def test_rule_agent_is_legal_deterministic_and_batch_equals_single() -> None:
+    obs, masks = random_positions(8, seed=4)
+    agent = RuleBasedAgent()
+    batch = agent.act_batch(obs, masks)
+    single = np.array([agent.act(obs[i], masks[i]) for i in range(len(obs))])
+    assert np.array_equal(batch, single)
+    assert all(masks[i, batch[i]] for i in range(len(obs)))
+    assert np.array_equal(batch, RuleBasedAgent().act_batch(obs, masks))
+
+
+def test_rule_agent_plays_whole_hands_legally() -> None:
+    _, _, games = play_hands(RuleBasedAgent(), 30, seed=5)
+    assert all(g.is_over and sum(g.team_points) == 72 for g in games)
+
+
+def test_rule_agent_is_fast_enough_for_self_play() -> None:
+    obs, masks = random_positions(40, seed=6)
+    agent = RuleBasedAgent()
+    agent.act_batch(obs[:50], masks[:50])
+    t = time.perf_counter()
+    agent.act_batch(obs, masks)
+    per_decision = (time.perf_counter() - t) / len(obs)
+    assert per_decision < 50e-6, f"{per_decision * 1e6:.1f} us per decision"

@@ -1,0 +1,447 @@
+"""Play Butifarra in the terminal: one person at one seat, agents at the other three.
+
+The person sees only their own seat's information: their hand (sorted by suit, legal
+cards marked and numbered), the trick as it forms, trump, doubling, multiplier and
+points. They answer with a card name (``9o``, ``1c``, ``rey de bastos``) or the card's
+number in the listing, and with words in the bidding (``oros``, ``butifarra``,
+``delegar``, ``contrar``/``double``, ``pass``/``bé``). Anything unreadable or illegal is
+explained and asked again; end of input or Ctrl-C leaves cleanly.
+
+Input and output are plain text streams so tests can drive a whole hand with scripted
+lines (``play(..., inp=io.StringIO(...), out=io.StringIO())``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from agents.base import Agent
+from butifarra_env.actions import (
+    BUTIFARRA,
+    DELEGATE,
+    DOUBLE,
+    DOUBLING_NAMES,
+    N_ACTIONS,
+    PASS,
+    TRUMP_BASE,
+)
+from butifarra_env.cards import (
+    N_CARDS,
+    POINTS,
+    SUIT,
+    SUIT_MASK,
+    SUIT_NAMES,
+    card_long_name,
+    card_name,
+    cards_of,
+    parse_card,
+    sort_key,
+)
+from butifarra_env.game import (
+    NO_TRUMP,
+    PHASE_CHOOSE_TRUMP,
+    PHASE_CHOOSE_TRUMP_DELEGATED,
+    PHASE_DOUBLING,
+    PHASE_PLAY,
+    Game,
+    random_deal,
+)
+from butifarra_env.observation import Observer
+from butifarra_env.options import Options
+from butifarra_env.record import game_record, load_records, save_records
+
+EXIT_INTERRUPTED = 130
+
+_TRUMP_WORDS = {
+    "oros": 0, "oro": 0, "ors": 0, "o": 0,
+    "copas": 1, "copa": 1, "copes": 1, "c": 1,
+    "espadas": 2, "espada": 2, "espases": 2, "e": 2,
+    "bastos": 3, "basto": 3, "b": 3,
+}  # fmt: skip
+_BUTIFARRA_WORDS = {"butifarra", "butifarra!", "no trump", "notrump", "nt", "sin triunfo"}
+_DELEGATE_WORDS = {"delegar", "delegate", "delego", "delega", "d", "partner"}
+_DOUBLE_WORDS = {
+    "double", "doblar", "doblo", "contrar", "contro", "contra", "redoble", "redoblar",
+    "recontrar", "recontro", "sant vicenç", "sant vicens", "san vicente", "verraca",
+    "barraca", "x", "raise",
+}  # fmt: skip
+_PASS_WORDS = {"pass", "paso", "passo", "bé", "be", "bien", "p", "no", "n"}
+_QUIT_WORDS = {"quit", "exit", "q", "salir", "sortir"}
+_HELP_WORDS = {"help", "?", "h", "ayuda", "ajuda"}
+
+
+class QuitGame(Exception):
+    """The person asked to leave (or the input ended)."""
+
+
+class Console:
+    """Line-based text input/output (a terminal, or string streams in tests)."""
+
+    def __init__(self, inp: TextIO, out: TextIO) -> None:
+        self.inp = inp
+        self.out = out
+
+    def say(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def ask(self, prompt: str) -> str:
+        """One line of input; end of input means the person has gone (QuitGame)."""
+        self.out.write(prompt)
+        self.out.flush()
+        line = self.inp.readline()
+        if not line:
+            raise QuitGame
+        return line
+
+
+def _fold(text: str) -> str:
+    """Lower-case, trimmed, single-spaced (accents kept: 'bé' and 'be' are both listed)."""
+    return " ".join(unicodedata.normalize("NFC", text).strip().lower().split())
+
+
+def seat_label(seat: int, me: int) -> str:
+    """How the person sees another seat: 'you', 'partner', 'right' (next) or 'left'."""
+    rel = (seat - me) % 4
+    return ("you", "right opponent", "partner", "left opponent")[rel] + f" (seat {seat})"
+
+
+def contract_text(game: Game) -> str:
+    if game.trump < 0:
+        return "trump not chosen yet"
+    what = "butifarra (no trump)" if game.trump == NO_TRUMP else f"trump {SUIT_NAMES[game.trump]}"
+    dbl = f", {DOUBLING_NAMES[game.level]}" if game.level else ""
+    deleg = ", delegated" if game.delegated else ""
+    return f"{what} (chosen by seat {game.chooser}{deleg}){dbl}, multiplier x{game.multiplier}"
+
+
+def _tricks(n: int) -> str:
+    return f"{n} trick" if n == 1 else f"{n} tricks"
+
+
+def render_view(game: Game, seat: int) -> str:
+    """What ``seat`` may see now: contract, points, the trick so far and the hand."""
+    mine, theirs = seat & 1, 1 - (seat & 1)
+    pts, tricks = game.team_points, game.team_tricks
+    lines = [
+        f"Dealer: {seat_label(game.dealer, seat)}.  {contract_text(game)}",
+        f"Points: your team {pts[mine]} ({_tricks(tricks[mine])}), other team {pts[theirs]} "
+        f"({_tricks(tricks[theirs])}); trick {len(game.tricks) + 1} of 12",
+    ]
+    if game.phase == PHASE_PLAY and game.trick_leader >= 0:
+        played = []
+        for k in range(4):
+            s = (game.trick_leader + k) % 4
+            c = game.trick_cards[s]
+            if c < 0:
+                break
+            played.append(f"{seat_label(s, seat)}: {card_name(c)}")
+        lines.append("On the table: " + ", ".join(played))
+    elif game.phase == PHASE_PLAY:
+        lines.append("You lead this trick." if game.to_move == seat else "The table is empty.")
+    lines.append("Your hand (* = you may play it):")
+    lines.extend(_hand_lines(game, seat))
+    return "\n".join(lines)
+
+
+def hand_order(game: Game, seat: int) -> list[int]:
+    """The hand as listed to the person (suit order, strongest first): index i+1 = card i."""
+    return sorted(cards_of(game.hands[seat]), key=sort_key)
+
+
+def _hand_lines(game: Game, seat: int) -> list[str]:
+    legal = game.legal if (game.phase == PHASE_PLAY and game.to_move == seat) else 0
+    cards = hand_order(game, seat)
+    out = []
+    for s in range(4):
+        items = [
+            f"[{i + 1}] {card_name(c)}{'*' if (legal >> c) & 1 else ''}"
+            for i, c in enumerate(cards)
+            if SUIT[c] == s
+        ]
+        if items:
+            out.append(f"  {SUIT_NAMES[s]:<8} " + "  ".join(items))
+    return out
+
+
+def explain_illegal_card(game: Game, seat: int, card: int) -> str:
+    """Why ``card`` cannot be played now (the RULES.md legal-card rule that forbids it)."""
+    legal_txt = "legal now: " + " ".join(
+        card_name(c) for c in sorted(cards_of(game.legal), key=sort_key)
+    )
+    hand = game.hands[seat]
+    if not (hand >> card) & 1:
+        return f"you do not hold {card_name(card)} ({card_long_name(card)}); {legal_txt}"
+    led = game.led_suit
+    win = game.win_card
+    follow = hand & SUIT_MASK[led]
+    if follow and SUIT[card] != led:
+        return f"you must follow suit: {SUIT_NAMES[led]} was led and you hold some; {legal_txt}"
+    partner_winning = (game.win_seat ^ seat) & 1 == 0
+    if not partner_winning and follow and SUIT[win] == led:
+        return (
+            f"an opponent is winning with {card_name(win)}: you must beat it with a higher "
+            f"{SUIT_NAMES[led][:-1]} when you can ('matar'); {legal_txt}"
+        )
+    if not partner_winning and not follow and game.trump != NO_TRUMP:
+        trumps = hand & SUIT_MASK[game.trump]
+        if SUIT[win] == game.trump:
+            return (
+                f"you have no {SUIT_NAMES[led]} and an opponent is winning with the trump "
+                f"{card_name(win)}: you must over-trump when you can; {legal_txt}"
+            )
+        if trumps:
+            return (
+                f"you have no {SUIT_NAMES[led]} and an opponent is winning: you must "
+                f"trump ({SUIT_NAMES[game.trump]}) when you can; {legal_txt}"
+            )
+    return f"{card_name(card)} is not legal now; {legal_txt}"
+
+
+def parse_choice(game: Game, seat: int, text: str) -> tuple[int | None, str]:
+    """Read the person's answer for the current phase: (action, "") or (None, why not)."""
+    t = _fold(text)
+    phase = game.phase
+    if phase != PHASE_PLAY:
+        options = _bid_options(game)
+        if t.isdigit():
+            k = int(t)
+            if 1 <= k <= len(options):
+                return options[k - 1][0], ""
+            return None, f"choose a number from 1 to {len(options)}"
+    if phase in (PHASE_CHOOSE_TRUMP, PHASE_CHOOSE_TRUMP_DELEGATED):
+        if t in _TRUMP_WORDS:
+            return TRUMP_BASE + _TRUMP_WORDS[t], ""
+        if t in _BUTIFARRA_WORDS:
+            return BUTIFARRA, ""
+        if t in _DELEGATE_WORDS:
+            if phase == PHASE_CHOOSE_TRUMP_DELEGATED:
+                return None, "your partner delegated to you: you must choose, not delegate back"
+            return DELEGATE, ""
+        return None, f"not a choice: {text.strip()!r}; say " + _options_text(options)
+    if phase == PHASE_DOUBLING:
+        if t in _DOUBLE_WORDS:
+            return DOUBLE, ""
+        if t in _PASS_WORDS:
+            return PASS, ""
+        return None, f"not a choice: {text.strip()!r}; say " + _options_text(options)
+    # card play
+    cards = hand_order(game, seat)
+    if t.isdigit():
+        k = int(t)
+        if not 1 <= k <= len(cards):
+            return None, f"no card number {k}: your cards are numbered 1 to {len(cards)}"
+        card = cards[k - 1]
+    else:
+        try:
+            card = parse_card(t)
+        except ValueError as e:
+            return None, f"{e}; or type the card's number from the list"
+    if not (game.legal >> card) & 1:
+        return None, explain_illegal_card(game, seat, card)
+    return card, ""
+
+
+def _bid_options(game: Game) -> list[tuple[int, str]]:
+    if game.phase == PHASE_DOUBLING:
+        nxt = DOUBLING_NAMES[game.level + 1]
+        return [(DOUBLE, f"{nxt} (double, x{game.multiplier * 2})"), (PASS, "pass (bé)")]
+    opts = [(TRUMP_BASE + s, SUIT_NAMES[s]) for s in range(4)]
+    opts.append((BUTIFARRA, "butifarra (no trump, x2)"))
+    if game.phase == PHASE_CHOOSE_TRUMP:
+        opts.append((DELEGATE, "delegar (your partner chooses)"))
+    return opts
+
+
+def _options_text(options: list[tuple[int, str]]) -> str:
+    return ", ".join(f"[{i + 1}] {name}" for i, (_, name) in enumerate(options))
+
+
+def describe_action(game: Game, seat: int, action: int) -> str:
+    """A line for an action just taken (game already stepped)."""
+    if action < N_CARDS:
+        return f"{card_name(action)} ({card_long_name(action)})"
+    if action == DELEGATE:
+        return "delegates to the partner"
+    if action == BUTIFARRA:
+        return "sings BUTIFARRA (no trump, x2)"
+    if TRUMP_BASE <= action < BUTIFARRA:
+        return f"chooses trump {SUIT_NAMES[action - TRUMP_BASE]}"
+    if action == DOUBLE:
+        return f"says {DOUBLING_NAMES[game.level]}! (multiplier x{game.multiplier})"
+    return "passes (bé)"
+
+
+def hand_record(game: Game, players: Sequence[str], seed: int | None) -> dict[str, Any]:
+    """The hand's record (:func:`butifarra_env.record.game_record`, replayable with
+    :func:`~butifarra_env.record.replay`) plus who sat where and the deal's seed."""
+    record = game_record(game)
+    record["players"] = list(players)
+    record["seed"] = seed
+    return record
+
+
+def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Add one record to a JSON Lines file, rewriting it atomically (always a valid file)."""
+    records = load_records(path) if Path(path).exists() else []
+    records.append(record)
+    save_records(path, records)
+
+
+HELP = """How to answer:
+  cards:    9o  1c  12b  10e  'rey de bastos'  'manilla de oros'  or the number in [ ]
+  trump:    oros copas espadas bastos | butifarra | delegar   (or the option number)
+  doubling: contrar / double (raise the stake) | pass / bé
+  help: this text   hand: show the table again   quit: leave"""
+
+
+def play(
+    human_seat: int,
+    agents: dict[int, Agent],
+    seed: int = 0,
+    dealer: int | None = None,
+    n_hands: int = 1,
+    save: str | os.PathLike[str] | None = None,
+    options: Options | None = None,
+    inp: TextIO | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """Run ``n_hands`` hands (dealer rotating) with a person at ``human_seat``.
+
+    Returns the process exit status: 0 when the hands were played or the person left,
+    130 after Ctrl-C.
+    """
+    con = Console(inp or sys.stdin, out or sys.stdout)
+    say = con.say
+    if not 0 <= human_seat <= 3:
+        raise ValueError(f"seat must be 0-3, got {human_seat!r}")
+    if set(agents) != {0, 1, 2, 3} - {human_seat}:
+        raise ValueError("need one agent for each seat but the human's")
+    if n_hands < 1:
+        raise ValueError(f"hands must be >= 1, got {n_hands}")
+    options = options or Options()
+    rng = np.random.default_rng(seed)
+    drawn = int(rng.integers(4))  # drawn either way, so the cards depend on the seed alone
+    first_dealer = drawn if dealer is None else dealer
+    players = ["human" if s == human_seat else agents[s].name for s in range(4)]
+    for s, agent in agents.items():
+        agent.reset(seed * 4 + s)
+    totals = [0, 0]
+    try:
+        say(
+            f"Butifarra: you are seat {human_seat}; your partner is seat {(human_seat + 2) % 4} "
+            f"({players[(human_seat + 2) % 4]}); opponents: seat {(human_seat + 1) % 4} "
+            f"({players[(human_seat + 1) % 4]}) and seat {(human_seat + 3) % 4} "
+            f"({players[(human_seat + 3) % 4]}). Type 'help' for how to answer."
+        )
+        say(f"Deal seed {seed} (--seed {seed} deals these cards again).")
+        for k in range(n_hands):
+            d = (first_dealer + k) % 4
+            game = Game(
+                options, d, random_deal(rng, d), hand_number=k, match_scores=(totals[0], totals[1])
+            )
+            say(f"\n=== Hand {k + 1} of {n_hands} — dealer: {seat_label(d, human_seat)} ===")
+            _play_hand(game, human_seat, agents, con)
+            scores = game.scores or (0, 0)
+            totals[0] += scores[0]
+            totals[1] += scores[1]
+            me = human_seat & 1
+            say(
+                f"Hand over: your team {game.team_points[me]} points, other team "
+                f"{game.team_points[1 - me]}; {contract_text(game)}."
+            )
+            say(
+                f"Score for this hand: your team {scores[me]}, other team {scores[1 - me]}. "
+                f"Running total: your team {totals[me]}, other team {totals[1 - me]}."
+            )
+            if save is not None:
+                append_record(save, hand_record(game, players, seed))
+                say(f"Record saved to {save}")
+    except QuitGame:
+        say("\nLeaving the table. Bye!")
+        return 0
+    except KeyboardInterrupt:
+        say("\nInterrupted. Bye!")
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _play_hand(game: Game, human: int, agents: dict[int, Agent], con: Console) -> None:
+    say = con.say
+    observer = Observer()
+    observer.reset(game)
+    shown_hand = False
+    while not game.is_over:
+        seat = game.to_move
+        tricks_before = len(game.tricks)
+        if seat == human:
+            if not shown_hand or game.phase == PHASE_PLAY:
+                say("")
+                say(render_view(game, human))
+                shown_hand = True
+            action = _ask(game, human, con)
+        else:
+            mask = np.zeros(N_ACTIONS, dtype=np.int8)
+            mask[game.legal_actions()] = 1
+            action = int(agents[seat].act(observer.observe(seat), mask))
+        game.step(action)
+        observer.update(game, seat, action)
+        who = "You" if seat == human else seat_label(seat, human).capitalize()
+        say(f"{who}: {describe_action(game, seat, action)}")
+        if len(game.tricks) > tricks_before:
+            leader, cards, winner = game.tricks[-1]
+            pts = sum(POINTS[c] for c in cards) + 1
+            mine = "your team" if (winner ^ human) & 1 == 0 else "the other team"
+            say(
+                f"  -> trick {len(game.tricks)} to {seat_label(winner, human)}: "
+                f"{pts} points for {mine}"
+            )
+
+
+def _ask(game: Game, seat: int, con: Console) -> int:
+    say = con.say
+    if game.phase == PHASE_PLAY:
+        prompt = "Your card (name like 9o / 'rey de bastos', or its number): "
+    else:
+        if game.phase == PHASE_DOUBLING:
+            say(f"{contract_text(game)}. Do you raise?")
+        elif game.phase == PHASE_CHOOSE_TRUMP_DELEGATED:
+            say("Your partner delegated: you must choose.")
+        else:
+            say("You deal: choose trump.")
+        prompt = _options_text(_bid_options(game)) + ": "
+    while True:
+        line = con.ask(prompt)
+        t = _fold(line)
+        if not t:
+            continue
+        if t in _QUIT_WORDS:
+            raise QuitGame
+        if t in _HELP_WORDS:
+            say(HELP)
+            continue
+        if t in ("hand", "show", "table"):
+            say(render_view(game, seat))
+            continue
+        action, why = parse_choice(game, seat, line)
+        if action is not None:
+            return action
+        say(f"  ! {why}")
+
+
+__all__ = [
+    "HELP",
+    "append_record",
+    "explain_illegal_card",
+    "hand_record",
+    "parse_choice",
+    "play",
+    "render_view",
+]
