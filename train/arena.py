@@ -660,7 +660,7 @@ def format_table(headers: list[str], rows: list[list[Any]]) -> str:
         lines = ["  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
-    return tabulate(rows, headers=headers, tablefmt="github")
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
 def hands_csv(result: DuelResult) -> str:

@@ -1,4 +1,5 @@
-"""The ``butifarra`` command: ``arena`` (compare agents) and ``play`` (a person vs agents).
+"""The ``butifarra`` command: ``demo`` (the README's main job), ``arena`` (compare agents)
+and ``play`` (a person vs agents).
 
 Each subcommand registers itself with ``add_*_parser(subparsers)`` and runs through the
 ``func`` it sets, so more subcommands (``demo``...) are one function each. Bad input
@@ -200,15 +201,36 @@ def run_play(args: argparse.Namespace) -> int:
     return play(me, agents, seed=seed, dealer=args.dealer, n_hands=args.hands, save=args.save)
 
 
+# --------------------------------------------------------------------------- demo
+def add_demo_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="play and show one hand, then compare the shipped agents over duplicate deals",
+    )
+    p.add_argument(
+        "-n", "--deals", type=positive_int, default=1000, help="duplicate deals per pair (1000)"
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
+    p.add_argument("--workers", type=positive_int, default=None, help="processes (default 2)")
+    p.set_defaults(func=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from train.demo import run_demo as demo
+
+    return demo(deals=args.deals, seed=args.seed, workers=args.workers)
+
+
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="butifarra", description="Butifarra RL environment: arena and terminal play."
+        prog="butifarra", description="Butifarra RL environment: demo, arena and terminal play."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     add_arena_parser(sub)
     add_play_parser(sub)
+    add_demo_parser(sub)
     return parser
 
 

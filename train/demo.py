@@ -1,0 +1,101 @@
+"""``butifarra demo``: the README's main job, in a minute or two.
+
+It plays and renders one hand (the shipped PPO agent and its partner against two
+rule-based players), then measures the baselines against each other over duplicate deals
+and prints the table with 95% confidence intervals.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from agents.base import Agent, make_agent
+from butifarra_env import butifarra_v0
+from butifarra_env.actions import action_name
+from butifarra_env.cards import card_name
+from butifarra_env.game import N_SEATS
+from butifarra_env.render import render_text, trump_text
+from train.arena import duel, format_table
+
+
+def _agents(seed: int, out: TextIO) -> dict[str, Agent]:
+    agents: dict[str, Agent] = {
+        "random": make_agent("random", seed),
+        "rule": make_agent("rule", seed),
+    }
+    try:
+        agents["ppo"] = make_agent("ppo", seed)
+    except ValueError as e:  # no checkpoint or no torch: show what we can
+        print(f"(PPO agent unavailable: {e}; showing the baselines only)", file=out)
+    return agents
+
+
+def play_one_hand(seat_agents: list[Agent], seed: int, out: TextIO) -> None:
+    """Play one hand through ``butifarra_v0.raw_env`` and narrate it trick by trick."""
+    env = butifarra_v0.raw_env()
+    env.reset(seed=seed)
+    game = env.game
+    names = [f"player_{s} ({seat_agents[s].name})" for s in range(N_SEATS)]
+    print(render_text(game), file=out)
+    print(file=out)
+    shown_tricks = 0
+    while not all(env.terminations.values()):
+        seat = env.agent_name_mapping[env.agent_selection]
+        view = env.observe(env.agent_selection)
+        action = seat_agents[seat].act(view["observation"], view["action_mask"])
+        if action >= 48:
+            print(f"{names[seat]}: {action_name(action)}", file=out)
+        env.step(action)
+        if len(game.tricks) > shown_tricks:
+            if shown_tricks == 0:
+                print(f"Trump: {trump_text(game)}, multiplier x{game.multiplier}", file=out)
+            leader, cards, winner = game.tricks[-1]
+            order = [(leader + i) % N_SEATS for i in range(N_SEATS)]
+            played = "  ".join(f"p{s}:{card_name(cards[s]):>3}" for s in order)
+            print(f"trick {len(game.tricks):>2}: {played}  -> player_{winner}", file=out)
+            shown_tricks = len(game.tricks)
+    res = game.result()
+    print(
+        f"Points: team A (0+2) {res['team_points'][0]}, team B (1+3) {res['team_points'][1]}; "
+        f"scores x{res['multiplier']}: A {res['scores'][0]}, B {res['scores'][1]}",
+        file=out,
+    )
+
+
+def run_demo(
+    deals: int = 1000, seed: int = 0, workers: int | None = None, out: TextIO = sys.stdout
+) -> int:
+    agents = _agents(seed, out)
+    star = agents.get("ppo", agents["rule"])
+    print(f"== One hand: {star.name} (seats 0 and 2) vs rule (seats 1 and 3) ==", file=out)
+    play_one_hand([star, agents["rule"], star, agents["rule"]], seed, out)
+    pairs = [("rule", "random")]
+    if "ppo" in agents:
+        pairs = [("ppo", "random"), ("ppo", "rule"), ("rule", "random")]
+    workers = workers or min(2, os.cpu_count() or 1)
+    print(
+        f"\n== Duplicate deals: {deals} per pair (each dealt twice, seats swapped), seed {seed} ==",
+        file=out,
+    )
+    rows = []
+    for a, b in pairs:
+        r = duel(agents[a], agents[b], deals, seed, workers=workers, names=(a, b))
+        rows.append(
+            [
+                a,
+                b,
+                f"{r.mean:+.2f}",
+                f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
+                f"{100 * r.win_share:.1f}%",
+            ]
+        )
+    headers = ["agent A", "agent B", "points/hand (A-B)", "95% CI", "hands won by A"]
+    print(format_table(headers, rows), file=out)
+    print(
+        "\nNext: `butifarra play` to play a hand yourself, `butifarra arena --help`, "
+        "`python -m train.ppo --help` to train.",
+        file=out,
+    )
+    return 0
