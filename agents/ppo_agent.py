@@ -1,0 +1,83 @@
+"""A trained PPO policy (train/ppo.py) behind the common :class:`~agents.base.Agent` interface.
+
+The checkpoint holds only tensors and plain containers (state_dict, arch dict, config dict),
+so it loads with ``torch.load(..., weights_only=True)``: no pickled code runs on load.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from agents.base import Agent, check_batch
+from train.ppo import ActorCritic, load_checkpoint, masked_logits, model_from_checkpoint
+
+
+class PPOAgent(Agent):
+    """Plays the policy of a train/ppo.py checkpoint: argmax of the legal logits by default,
+    or a sample from the masked policy with ``deterministic=False``."""
+
+    name = "ppo"
+
+    def __init__(
+        self,
+        checkpoint_path: str | os.PathLike,
+        device: str = "cpu",
+        deterministic: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        data = load_checkpoint(checkpoint_path)
+        self.checkpoint_path = str(checkpoint_path)
+        self.info = {k: data[k] for k in ("update", "global_step", "elapsed_s") if k in data}
+        self._setup(model_from_checkpoint(data, checkpoint_path), device, deterministic, seed)
+
+    @classmethod
+    def from_model(
+        cls,
+        model: ActorCritic,
+        device: str = "cpu",
+        deterministic: bool = True,
+        seed: int | None = None,
+    ) -> PPOAgent:
+        """Wrap an in-memory model (e.g. during training, for the arena)."""
+        agent = cls.__new__(cls)
+        agent.checkpoint_path = None
+        agent.info = {}
+        agent._setup(model, device, deterministic, seed)
+        return agent
+
+    def _setup(
+        self, model: ActorCritic, device: str, deterministic: bool, seed: int | None
+    ) -> None:
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.deterministic = bool(deterministic)
+        self.generator = torch.Generator(device=self.device)
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Reseed the sampling generator (greedy play ignores it)."""
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(int(seed))
+
+    @torch.no_grad()
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        obs, masks = check_batch(observations, action_masks)
+        if not (masks != 0).any(axis=1).all():
+            raise ValueError("some row of the action mask has no legal action")
+        o = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.uint8)).to(self.device)
+        m = torch.from_numpy(np.ascontiguousarray(masks != 0)).to(self.device)
+        logits = masked_logits(self.model.logits(o, m), m)
+        if self.deterministic:
+            actions = logits.argmax(-1)
+        else:
+            probs = torch.softmax(logits, -1)
+            actions = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+        return actions.cpu().numpy().astype(np.int64)
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        return int(self.act_batch(np.asarray(observation)[None], np.asarray(action_mask)[None])[0])

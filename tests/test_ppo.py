@@ -1,0 +1,366 @@
+"""PPO: masked policy, per-seat GAE, checkpoints, resume, config validation, smoke run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from train.ppo import (  # noqa: E402
+    MASK_VALUE,
+    ActorCritic,
+    Config,
+    Trainer,
+    load_checkpoint,
+    masked_entropy,
+    masked_log_probs,
+    model_payload,
+    per_seat_gae,
+    sample_masked,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def engine_available() -> bool:
+    try:
+        import butifarra_env.batched  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_engine = pytest.mark.skipif(not engine_available(), reason="batched engine missing")
+
+
+def tiny_config(tmp_path: Path, **kw: object) -> Config:
+    """A run of a few seconds: 8 hands in parallel, small net, frequent checkpoints."""
+    base = Config(
+        run_dir=str(tmp_path),
+        run_name="t",
+        seed=3,
+        total_minutes=0,
+        total_updates=4,
+        num_envs=8,
+        num_steps=40,
+        hidden=32,
+        layers=1,
+        update_epochs=2,
+        num_minibatches=2,
+        snapshot_every=1,
+        checkpoint_every=2,
+        eval_every=0,
+        tensorboard=False,
+        progress=False,
+        torch_threads=1,
+    )
+    return replace(base, **kw)
+
+
+# ----------------------------------------------------------------------------- masking
+def random_masks(rng: np.random.Generator, n: int) -> np.ndarray:
+    masks = rng.random((n, 56)) < rng.random((n, 1))
+    masks[np.arange(n), rng.integers(0, 56, n)] = True  # at least one legal
+    masks[: n // 4] = False  # a quarter of the rows: exactly one legal action
+    masks[np.arange(n // 4), rng.integers(0, 56, n // 4)] = True
+    return masks
+
+
+def test_masked_sampling_never_illegal_and_no_nan() -> None:
+    rng = np.random.default_rng(0)
+    masks = torch.from_numpy(random_masks(rng, 512))
+    # extreme logits, including huge values on illegal actions
+    logits = torch.from_numpy(rng.normal(0, 50, (512, 56)).astype(np.float32))
+    logits[~masks] += 1e6
+    logits.requires_grad_(True)
+    for _ in range(20):
+        actions, logp = sample_masked(logits, masks)
+        assert masks[torch.arange(512), actions].all()
+        assert torch.isfinite(logp).all()
+    logp_all = masked_log_probs(logits, masks)
+    ent = masked_entropy(logits, masks)
+    assert torch.isfinite(logp_all).all() and torch.isfinite(ent).all()
+    single = masks.sum(1) == 1
+    assert single.any()
+    assert torch.allclose(ent[single], torch.zeros(int(single.sum())), atol=1e-6)
+    chosen = logp_all.gather(1, actions[:, None]).squeeze(1)
+    assert torch.allclose(chosen[single], torch.zeros(int(single.sum())), atol=1e-6)
+    (chosen.sum() - ent.sum()).backward()
+    assert torch.isfinite(logits.grad).all()
+    assert float("-inf") < MASK_VALUE
+
+
+def test_entropy_is_over_legal_actions_only() -> None:
+    logits = torch.zeros(1, 56)
+    mask = torch.zeros(1, 56, dtype=torch.bool)
+    mask[0, [3, 9, 50]] = True
+    assert masked_entropy(logits, mask).item() == pytest.approx(np.log(3), abs=1e-6)
+
+
+def test_model_never_picks_illegal_from_observations() -> None:
+    model = ActorCritic(hidden=16, layers=1)
+    rng = np.random.default_rng(1)
+    obs = torch.from_numpy(rng.integers(0, 2, (256, 491)).astype(np.uint8))
+    masks = torch.from_numpy(random_masks(rng, 256))
+    logits, values = model(obs, masks)
+    actions, _ = sample_masked(logits, masks)
+    assert masks[torch.arange(256), actions].all() and torch.isfinite(values).all()
+
+
+# ----------------------------------------------------------------------------- per-seat GAE
+def test_per_seat_gae_hand_computed() -> None:
+    # Hand 0: seats act 0,1,2,3,0,1 (6 learner decisions); hand 1: only seats 1 and 3 learn.
+    values = np.array([[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.0], [0.5, -0.5, 0.25, 0.0, 0.0, 0.0, 0.0]])
+    seats = np.array([[0, 1, 2, 3, 0, 1, 0], [1, 3, 1, 0, 0, 0, 0]])
+    lengths = np.array([6, 3])
+    rewards = np.array([[1.0, -1.0, 1.0, -1.0], [-2.0, 2.0, -2.0, 2.0]])
+    adv, ret = per_seat_gae(values, seats, lengths, rewards, gamma=1.0, gae_lambda=0.5)
+    # seat 0: t=4 last: 1 - 0.5 = 0.5; t=0: (0.5 - 0.1) + 0.5 * 0.5 = 0.65
+    # seat 1: t=5 last: -1 - 0.6 = -1.6; t=1: (0.6 - 0.2) + 0.5 * -1.6 = -0.4
+    # seat 2: t=2 last: 1 - 0.3 = 0.7;   seat 3: t=3 last: -1 - 0.4 = -1.4
+    expected0 = [0.65, -0.4, 0.7, -1.4, 0.5, -1.6, 0.0]
+    # hand 1, seat 1: t=2 last: 2 - 0.25 = 1.75; t=0: (0.25 - 0.5) + 0.5 * 1.75 = 0.625
+    # seat 3: t=1 last: 2 - (-0.5) = 2.5; padding 0
+    expected1 = [0.625, 2.5, 1.75, 0, 0, 0, 0]
+    np.testing.assert_allclose(adv, [expected0, expected1], atol=1e-6)
+    np.testing.assert_allclose(ret[0, :6], np.array(expected0[:6]) + values[0, :6], atol=1e-6)
+    np.testing.assert_allclose(ret[1, 3:], 0.0)
+    # lambda = 1: returns are the seat's final reward (Monte Carlo, gamma 1)
+    _, ret1 = per_seat_gae(values, seats, lengths, rewards, gamma=1.0, gae_lambda=1.0)
+    np.testing.assert_allclose(ret1[0, :6], [1, -1, 1, -1, 1, -1], atol=1e-6)
+    # gamma discounts per own decision: seat 0 at t=0 is one own step before its last
+    adv_g, _ = per_seat_gae(values, seats, lengths, rewards, gamma=0.9, gae_lambda=1.0)
+    assert adv_g[0, 0] == pytest.approx(0.9 * 1.0 - 0.1)
+
+
+# ----------------------------------------------------------------------------- config
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("num_envs", 0),
+        ("num_steps", -1),
+        ("learning_rate", 0.0),
+        ("gamma", 1.5),
+        ("gae_lambda", -0.1),
+        ("clip_coef", float("nan")),
+        ("ent_coef", -1.0),
+        ("opp_rule", -0.5),
+        ("device", "tpu"),
+        ("total_updates", -3),
+        ("hidden", 2.5),
+    ],
+)
+def test_config_validation(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field if field != "opp_rule" else "opp_"):
+        replace(Config(), **{field: value}).validate()
+
+
+def test_config_needs_a_budget_and_opponents() -> None:
+    with pytest.raises(ValueError, match="never ends"):
+        Config(total_minutes=0, total_updates=0).validate()
+    with pytest.raises(ValueError, match="opp_"):
+        Config(opp_self=0, opp_snapshot=0, opp_rule=0, opp_random=0).validate()
+    Config().validate()
+
+
+def test_cli_help_lists_flags() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "train.ppo", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    for flag in ("--num-envs", "--learning-rate", "--resume", "--opp-rule", "--total-minutes"):
+        assert flag in out.stdout
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def test_checkpoint_errors_name_the_file(tmp_path: Path) -> None:
+    from agents.ppo_agent import PPOAgent
+
+    missing = tmp_path / "nope.pt"
+    with pytest.raises(ValueError, match="nope.pt"):
+        PPOAgent(missing)
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"definitely not a torch file")
+    with pytest.raises(ValueError, match="corrupt.pt"):
+        PPOAgent(corrupt)
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, other)
+    with pytest.raises(ValueError, match="other.pt"):
+        PPOAgent(other)
+    wrong = tmp_path / "wrong_arch.pt"
+    payload = model_payload(ActorCritic(hidden=16, layers=1), Config(), {})
+    payload["arch"]["hidden"] = 32  # state_dict no longer fits
+    torch.save(payload, wrong)
+    with pytest.raises(ValueError, match="wrong_arch.pt"):
+        PPOAgent(wrong)
+    payload["arch"]["obs_size"] = 400
+    torch.save(payload, wrong)
+    with pytest.raises(ValueError, match="obs_size"):
+        PPOAgent(wrong)
+
+
+def test_agent_round_trip_and_registry(tmp_path: Path) -> None:
+    from agents.base import make_agent
+    from agents.ppo_agent import PPOAgent
+
+    model = ActorCritic(hidden=16, layers=1)
+    path = tmp_path / "agent.pt"
+    torch.save(model_payload(model, Config(), {"update": 7}), path)
+    torch.load(path, weights_only=True)  # plain tensors and containers only
+    agent = PPOAgent(path)
+    rng = np.random.default_rng(2)
+    obs = rng.integers(0, 2, (64, 491)).astype(np.uint8)
+    masks = random_masks(rng, 64).astype(np.int8)
+    with torch.no_grad():
+        logits = model.logits(torch.from_numpy(obs), torch.from_numpy(masks))
+    expected = logits.masked_fill(~torch.from_numpy(masks).bool(), -1e9).argmax(1).numpy()
+    np.testing.assert_array_equal(agent.act_batch(obs, masks), expected)
+    assert agent.act(obs[0], masks[0]) == expected[0]
+    sampler = PPOAgent(path, deterministic=False, seed=5)
+    picks = sampler.act_batch(obs, masks)
+    assert masks[np.arange(64), picks].all()
+    reg = make_agent(f"ppo:{path}", seed=1)
+    np.testing.assert_array_equal(reg.act_batch(obs, masks), expected)
+
+
+def test_shipped_checkpoint_loads() -> None:
+    from agents.base import make_agent
+
+    path = ROOT / "agents" / "checkpoints" / "ppo_butifarra.pt"
+    if not path.exists():
+        pytest.skip("no shipped checkpoint yet")
+    assert path.stat().st_size <= 10 * 2**20
+    agent = make_agent("ppo")
+    mask = np.zeros(56, np.int8)
+    mask[[48, 52, 53]] = 1
+    assert agent.act(np.zeros(491, np.uint8), mask) in (48, 52, 53)
+
+
+# ----------------------------------------------------------------------------- training
+@needs_engine
+def test_resume_after_crash_is_bit_exact(tmp_path: Path) -> None:
+    """A run killed mid-way (injected exception) and resumed ends exactly where an
+    uninterrupted run ends: only the interval since the last checkpoint is redone."""
+    full = Trainer(tiny_config(tmp_path / "a"))
+    full.train()
+
+    class Crash(RuntimeError):
+        pass
+
+    def crash_at_3(tr: Trainer) -> None:
+        if tr.update == 3:
+            raise Crash
+
+    cfg = tiny_config(tmp_path / "b")
+    with pytest.raises(Crash):
+        Trainer(cfg).train(on_update=crash_at_3)
+    assert load_checkpoint(tmp_path / "b" / "t" / "checkpoint.pt")["update"] == 2
+    # a resumed run keeps its own hyper-parameters (only the budget comes from the CLI)
+    resumed = Trainer(replace(cfg, resume=True, learning_rate=0.5))
+    assert resumed.update == 2 and resumed.cfg.learning_rate == cfg.learning_rate
+    resumed.train()
+    assert resumed.update == 4
+    for (k, a), b in zip(
+        full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), k
+    rows = (tmp_path / "b" / "t" / "metrics.csv").read_text().strip().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4"]
+
+
+@needs_engine
+def test_smoke_training_subprocess(tmp_path: Path) -> None:
+    export = tmp_path / "exported.pt"
+    cmd = [
+        sys.executable, "-m", "train.ppo", "--run-dir", str(tmp_path), "--run-name", "smoke",
+        "--total-updates", "2", "--total-minutes", "0", "--num-envs", "8", "--num-steps", "32",
+        "--hidden", "32", "--layers", "1", "--eval-every", "2", "--eval-deals", "8",
+        "--checkpoint-every", "1", "--no-progress", "--export-path", str(export),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = tmp_path / "smoke"
+    assert (run / "checkpoint.pt").exists() and (run / "metrics.csv").exists()
+    header, *rows = (run / "metrics.csv").read_text().strip().splitlines()
+    assert len(rows) == 2 and "eval_rule_mean" in header
+    last = dict(zip(header.split(","), rows[-1].split(","), strict=True))
+    assert last["eval_random_mean"] != "" and last["eval_rule_mean"] != ""
+    assert list(run.glob("events.out.tfevents*"))
+    from agents.ppo_agent import PPOAgent
+
+    assert PPOAgent(export).info["update"] == 2
+
+
+def test_hidden_hands_for_central_critic() -> None:
+    from butifarra_env.game import Game, random_deal
+    from butifarra_env.observation import encode_state
+    from butifarra_env.options import Options
+    from train.ppo import hidden_hands
+
+    game = Game(Options(), 0, random_deal(np.random.default_rng(4), 0))
+    state = np.stack([encode_state(game)] * 4)
+    got = hidden_hands(state, np.arange(4))
+    for seat in range(4):
+        for k in range(3):
+            hand = game.hands[(seat + 1 + k) % 4]
+            bits = [(hand >> c) & 1 for c in range(48)]
+            assert got[seat, 48 * k : 48 * (k + 1)].tolist() == bits
+    model = ActorCritic(hidden=16, layers=1, central_value=True)
+    obs = torch.zeros(4, 491, dtype=torch.uint8)
+    mask = torch.ones(4, 56, dtype=torch.int8)
+    _, values = model(obs, mask, torch.from_numpy(got))
+    assert values.shape == (4,)
+    with pytest.raises(ValueError, match="hidden hands"):
+        model(obs, mask)
+
+
+def test_canonical_suits_make_the_policy_suit_symmetric() -> None:
+    """Moving trump to another suit (the other suits keeping their order) relabels the
+    policy's logits the same way: with canonical suits the net cannot tell the difference."""
+    from butifarra_env.observation import FIELDS, OFFSETS
+
+    torch.manual_seed(0)
+    model = ActorCritic(hidden=32, layers=1, central_value=True)
+    rng = np.random.default_rng(3)
+    n = 64
+    obs = rng.integers(0, 2, (n, 491)).astype(np.uint8)
+    t0 = OFFSETS["trump"]
+    obs[:, t0 : t0 + 6] = 0
+    obs[:, t0 + 1] = 1  # trump copas
+    masks = random_masks(rng, n).astype(np.int8)
+    hid = rng.integers(0, 2, (n, 144)).astype(np.uint8)
+    swap = [0, 1, 2, 3]
+    swap[0], swap[1] = 1, 0  # relabel oros <-> copas (the other suits keep their order)
+    card_perm = np.array([swap[c // 12] * 12 + c % 12 for c in range(48)])
+    obs2 = obs.copy()
+    for name, size, _ in FIELDS:
+        if name in ("hand", "played", "trick"):
+            for b in range(size // 48):
+                base = OFFSETS[name] + 48 * b
+                obs2[:, base + card_perm] = obs[:, base : base + 48]
+    for seat in range(4):
+        base = OFFSETS["voids"] + 4 * seat
+        obs2[:, base + np.array(swap)] = obs[:, base : base + 4]
+    obs2[:, t0 + np.array(swap)] = obs[:, t0 : t0 + 4]
+    masks2 = masks.copy()
+    masks2[:, card_perm] = masks[:, :48]
+    hid2 = hid.copy()
+    for b in range(3):
+        hid2[:, 48 * b + card_perm] = hid[:, 48 * b : 48 * b + 48]
+    with torch.no_grad():
+        l1, v1 = model(torch.from_numpy(obs), torch.from_numpy(masks), torch.from_numpy(hid))
+        l2, v2 = model(torch.from_numpy(obs2), torch.from_numpy(masks2), torch.from_numpy(hid2))
+    torch.testing.assert_close(l2[:, torch.from_numpy(card_perm)], l1[:, :48])
+    torch.testing.assert_close(v1, v2)
