@@ -114,7 +114,10 @@ def memory(batches: list[int], steps: int = 40) -> dict[int, int]:
 
 
 # --------------------------------------------------------------------------- peers
-def open_spiel_peer(spec: str) -> Measure | None:
+def open_spiel_peer(spec: str, list_observation: bool = False) -> Measure | None:
+    """Random play of an OpenSpiel game with an observation at every decision: filled in place
+    by the C++ observer, or (``list_observation``) as ``state.observation_tensor()``, the fresh
+    Python list a Python user most often reads."""
     try:
         import pyspiel
         from open_spiel.python.observation import make_observation
@@ -136,7 +139,10 @@ def open_spiel_peer(spec: str) -> Measure | None:
                     outcomes, probs = zip(*state.chance_outcomes(), strict=True)
                     state.apply_action(rng.choices(outcomes, probs)[0])
                     continue
-                observer.set_from(state, state.current_player())
+                if list_observation:
+                    state.observation_tensor(state.current_player())
+                else:
+                    observer.set_from(state, state.current_player())
                 state.apply_action(rng.choice(state.legal_actions()))
                 decisions += 1
         return decisions / (time.perf_counter() - start)

@@ -16,10 +16,9 @@ import platform
 import random
 import statistics
 import time
-from collections.abc import Callable
 
 import numpy as np
-from bench_batched import PEERS  # same directory: the peers, measured the same way
+from bench_batched import PEERS, open_spiel_peer  # same directory: peers measured alike
 
 from butifarra_env import butifarra_v0
 from butifarra_env.cards import cards_of
@@ -62,34 +61,6 @@ def run_engine(hands: int, seed: int) -> tuple[int, float]:
     return decisions, time.perf_counter() - start
 
 
-def _spades_list_observation() -> Callable[[float], float] | None:
-    """OpenSpiel spades with ``state.observation_tensor()`` (a fresh Python list) at every
-    decision: how a Python user most often reads observations from OpenSpiel."""
-    try:
-        import pyspiel
-    except ImportError:
-        return None
-    game = pyspiel.load_game("spades")
-
-    def run(seconds: float) -> float:
-        pick = random.Random(0)
-        decisions = 0
-        start = time.perf_counter()
-        while decisions == 0 or time.perf_counter() - start < seconds:
-            state = game.new_initial_state()
-            while not state.is_terminal():
-                if state.is_chance_node():
-                    outcomes, probs = zip(*state.chance_outcomes(), strict=True)
-                    state.apply_action(pick.choices(outcomes, probs)[0])
-                    continue
-                state.observation_tensor(state.current_player())
-                state.apply_action(pick.choice(state.legal_actions()))
-                decisions += 1
-        return decisions / (time.perf_counter() - start)
-
-    return run
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hands", type=int, default=300, help="hands per timed run")
@@ -121,7 +92,7 @@ def main() -> None:
     if args.no_peers:
         return
     peers = dict(PEERS)
-    peers["open_spiel spades, list obs"] = _spades_list_observation
+    peers["open_spiel spades, list obs"] = lambda: open_spiel_peer("spades", True)
     for name, make in peers.items():
         measure = make()
         if measure is None:
