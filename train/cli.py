@@ -208,7 +208,7 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
         help="play and show one hand, then compare the shipped agents over duplicate deals",
     )
     p.add_argument(
-        "-n", "--deals", type=positive_int, default=1000, help="duplicate deals per pair (1000)"
+        "-n", "--deals", type=positive_int, default=5000, help="duplicate deals per pair (5000)"
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
     p.add_argument("--workers", type=positive_int, default=None, help="processes (default 2)")

@@ -65,7 +65,7 @@ def play_one_hand(seat_agents: list[Agent], seed: int, out: TextIO) -> None:
 
 
 def run_demo(
-    deals: int = 1000, seed: int = 0, workers: int | None = None, out: TextIO = sys.stdout
+    deals: int = 5000, seed: int = 0, workers: int | None = None, out: TextIO = sys.stdout
 ) -> int:
     agents = _agents(seed, out)
     star = agents.get("ppo", agents["rule"])
