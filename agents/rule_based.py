@@ -46,7 +46,16 @@ import numpy as np
 
 from agents.base import Agent, check_batch
 from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
-from butifarra_env.cards import BEATS, NUMBER, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
+from butifarra_env.cards import (
+    BEATS,
+    NUMBER,
+    POINTS,
+    STRENGTH,
+    STRENGTH_ORDER,
+    SUIT,
+    SUIT_MASK,
+    cards_of,
+)
 from butifarra_env.game import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
@@ -74,7 +83,7 @@ _O_PHASE = OFFSETS["phase"]
 _N_PHASES = SIZES["phase"]
 
 # Offsets (number - 1) inside a suit from the strongest card to the weakest.
-_STRENGTH_ORDER = (8, 0, 11, 10, 9, 7, 6, 5, 4, 3, 2, 1)
+_STRENGTH_ORDER = tuple(n - 1 for n in STRENGTH_ORDER)
 
 
 def _suit_tables() -> tuple[tuple[int, ...], tuple[int, ...]]:

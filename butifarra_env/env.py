@@ -37,10 +37,6 @@ def worst_hand_loss(options: Options) -> int:
     return 36 * options.butifarra_base * (1 << options.max_doubling_level)
 
 
-def _parse_options(options: dict[str, Any]) -> Options:
-    return Options.from_dict(options)
-
-
 def _check_reward_scale(reward_scale: object) -> float:
     if (
         isinstance(reward_scale, bool)
@@ -94,7 +90,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         _check_render_mode(render_mode)
         self.render_mode = render_mode
         self.reward_scale = _check_reward_scale(reward_scale)
-        self.game_options = _parse_options(options)
+        self.game_options = Options.from_dict(options)
         self.possible_agents = list(AGENTS)
         self.agent_name_mapping = {a: i for i, a in enumerate(AGENTS)}
         obs_space = spaces.Dict(

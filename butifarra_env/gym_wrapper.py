@@ -15,7 +15,13 @@ import gymnasium
 import numpy as np
 
 from butifarra_env.actions import N_ACTIONS
-from butifarra_env.env import AGENTS, RENDER_MODES, raw_env, worst_hand_loss
+from butifarra_env.env import (
+    AGENTS,
+    RENDER_MODES,
+    _check_render_mode,
+    raw_env,
+    worst_hand_loss,
+)
 from butifarra_env.game import N_SEATS
 from butifarra_env.render import render_text
 
@@ -55,9 +61,8 @@ class SingleAgentEnv(gymnasium.Env):
                 f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}"
             )
         self._aec = raw_env(render_mode=None, reward_scale=reward_scale, **options)
-        self.render_mode = render_mode if render_mode is None else str(render_mode)
-        if render_mode is not None and render_mode not in RENDER_MODES:
-            raise ValueError(f"render_mode must be None, 'human' or 'ansi', got {render_mode!r}")
+        _check_render_mode(render_mode)
+        self.render_mode = render_mode
         self.seat = seat
         self.agent = AGENTS[seat]
         self.illegal_action = illegal_action
@@ -126,7 +131,7 @@ class SingleAgentEnv(gymnasium.Env):
         terminated = bool(aec.terminations[self.agent])
         info: dict[str, Any] = {}
         if "hand_result" in aec.infos[self.agent]:
-            info = {k: v for k, v in aec.infos[self.agent].items()}
+            info = dict(aec.infos[self.agent])
         if self.render_mode == "human":
             self.render()
         return aec.observe(self.agent), reward, terminated, False, info
