@@ -56,14 +56,14 @@ from butifarra_env.cards import (
     SUIT_MASK,
     cards_of,
 )
-from butifarra_env.game import (
+from butifarra_env.observation import OFFSETS, SIZES
+from butifarra_env.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_DOUBLING,
     PHASE_PLAY,
 )
-from butifarra_env.observation import OFFSETS, SIZES
 
 ALL_CARDS = (1 << 48) - 1
 UNSET = 5  # trump index in the observation before the choice

@@ -22,8 +22,9 @@ from bench_batched import PEERS, open_spiel_peer  # same directory: peers measur
 
 from butifarra_env import butifarra_v0
 from butifarra_env.cards import cards_of
-from butifarra_env.game import Game, random_deal
+from butifarra_env.game import Game
 from butifarra_env.options import Options
+from butifarra_env.rules import random_deal
 
 
 def run_env(hands: int, seed: int) -> tuple[int, float]:

@@ -1,20 +1,82 @@
 """butifarra-rl: Butifarra as a reinforcement-learning environment.
 
-The rules live in :mod:`butifarra_env.game`; ``butifarra_v0`` is the PettingZoo env,
-:class:`BatchedEnv` the batched engine for training, and ``butifarra_env/Butifarra-v0`` the
-Gymnasium single-agent id (:class:`~butifarra_env.gym_wrapper.SingleAgentEnv`).
+The rules are :mod:`butifarra_env.rules` (pure functions) and :mod:`butifarra_env.game`
+(the state machine); ``butifarra_v0`` is the PettingZoo env, :class:`BatchedEnv` the batched
+engine for training, and ``butifarra_env/Butifarra-v0`` the Gymnasium single-agent id
+(:class:`~butifarra_env.gym_wrapper.SingleAgentEnv`).
+
+Importing this package is cheap and loads no framework: ``butifarra_v0``, ``BatchedEnv`` and
+``Options`` are imported on first use, and the Gymnasium id is registered as soon as
+Gymnasium itself is imported (before or after this package).
 """
 
-import gymnasium as _gymnasium
+from __future__ import annotations
 
-from butifarra_env import butifarra_v0
-from butifarra_env.batched import BatchedEnv
-from butifarra_env.options import Options
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["BatchedEnv", "butifarra_v0", "Options", "__version__"]
+__all__ = ["BatchedEnv", "GYM_ID", "Options", "__version__", "butifarra_v0"]
 
-if "butifarra_env/Butifarra-v0" not in _gymnasium.registry:
-    _gymnasium.register(
-        "butifarra_env/Butifarra-v0", entry_point="butifarra_env.gym_wrapper:SingleAgentEnv"
-    )
+GYM_ID = "butifarra_env/Butifarra-v0"
+
+if TYPE_CHECKING:
+    from butifarra_env import butifarra_v0
+    from butifarra_env.batched import BatchedEnv
+    from butifarra_env.options import Options
+
+_LAZY = {
+    "butifarra_v0": ("butifarra_env.butifarra_v0", None),
+    "BatchedEnv": ("butifarra_env.batched", "BatchedEnv"),
+    "Options": ("butifarra_env.options", "Options"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'butifarra_env' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def register_gymnasium_id() -> None:
+    """Register :data:`GYM_ID` with Gymnasium (done for you; safe to call again)."""
+    import gymnasium
+
+    if GYM_ID not in gymnasium.registry:
+        gymnasium.register(GYM_ID, entry_point="butifarra_env.gym_wrapper:SingleAgentEnv")
+
+
+class _RegisterWhenGymnasiumLoads(importlib.abc.MetaPathFinder):
+    """Registers the Gymnasium id right after ``import gymnasium`` finishes, so that
+    ``import butifarra_env`` need not import Gymnasium itself."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "gymnasium":
+            return None
+        sys.meta_path.remove(self)  # once; the other finders locate the real module
+        spec = importlib.util.find_spec(fullname)
+        loader = None if spec is None else spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_register(module: ModuleType) -> None:
+            exec_module(module)
+            register_gymnasium_id()
+
+        loader.exec_module = exec_then_register  # type: ignore[method-assign]
+        return spec
+
+
+if "gymnasium" in sys.modules:
+    register_gymnasium_id()
+elif not any(isinstance(f, _RegisterWhenGymnasiumLoads) for f in sys.meta_path):
+    sys.meta_path.insert(0, _RegisterWhenGymnasiumLoads())

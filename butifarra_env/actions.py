@@ -1,6 +1,15 @@
-"""The 56 action ids of RULES.md, shared by every phase."""
+"""The 56 action ids of RULES.md, shared by every phase, and the legal-action masks.
+
+Inside the engines the legal actions are one integer (bit ``a`` set when action ``a`` is
+legal); agents receive them as an ``int8`` array of 56 zeros and ones. The conversions and
+the uniform choice among legal actions live here, once.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
 
 from butifarra_env.cards import N_CARDS, SUIT_NAMES, card_name
 
@@ -15,7 +24,11 @@ DOUBLING_NAMES = ("none", "contrar", "recontrar", "Sant Vicenç", "Verraca")
 
 CARD_ACTIONS_MASK = (1 << N_CARDS) - 1
 TRUMP_CHOICE_MASK = sum(1 << a for a in range(TRUMP_BASE, BUTIFARRA + 1))
+"""A suit (48-51) or butifarra (52): what the partner may answer after a delegation."""
+DEALER_ACTIONS_MASK = TRUMP_CHOICE_MASK | (1 << DELEGATE)
 DOUBLING_MASK = (1 << DOUBLE) | (1 << PASS)
+
+_MASK_BYTES = (N_ACTIONS + 7) // 8
 
 
 def action_name(action: int) -> str:
@@ -27,3 +40,41 @@ def action_name(action: int) -> str:
     if action < BUTIFARRA:
         return f"trump {SUIT_NAMES[action - TRUMP_BASE]}"
     return {BUTIFARRA: "butifarra", DELEGATE: "delegate", DOUBLE: "double", PASS: "pass"}[action]
+
+
+def mask_from_bits(legal: int) -> np.ndarray:
+    """A legal-action integer as the ``int8`` (56,) mask agents receive (a fresh array)."""
+    return masks_from_bits((legal,))[0]
+
+
+def masks_from_bits(legal: Sequence[int]) -> np.ndarray:
+    """Several legal-action integers as an ``int8`` (N, 56) mask array."""
+    raw = b"".join(x.to_bytes(_MASK_BYTES, "little") for x in legal)
+    bits = np.unpackbits(
+        np.frombuffer(raw, dtype=np.uint8).reshape(len(legal), _MASK_BYTES),
+        axis=1,
+        bitorder="little",
+    )
+    return bits[:, :N_ACTIONS].view(np.int8)
+
+
+def bits_from_mask(action_mask: np.ndarray) -> int:
+    """An action mask (any dtype, non-zero = legal) as the legal-action integer."""
+    packed = np.packbits(np.asarray(action_mask) != 0, bitorder="little")
+    return int.from_bytes(packed.tobytes(), "little")
+
+
+def random_legal_actions(action_masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One uniformly random legal action per row of an (N, 56) mask, as ``int64`` (N,).
+
+    The argmax of uniform noise restricted to the legal ids is uniform over them. Raises
+    ValueError when a row has no legal action.
+    """
+    legal = np.asarray(action_masks) != 0
+    if legal.ndim != 2:
+        raise ValueError(f"action masks must have shape (N, {N_ACTIONS}), got {legal.shape}")
+    if not legal.any(axis=1).all():
+        row = int(np.flatnonzero(~legal.any(axis=1))[0])
+        raise ValueError(f"row {row} of the action mask has no legal action")
+    noise = rng.random(legal.shape)
+    return np.where(legal, noise, -1.0).argmax(axis=1).astype(np.int64)

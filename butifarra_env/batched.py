@@ -1,11 +1,12 @@
 """N independent Butifarra hands advanced at once with numpy array operations.
 
-:class:`BatchedEnv` is the training-speed twin of ``butifarra_v0``: the same rules (those of
-:class:`~butifarra_env.game.Game`), the same 491-byte observations (``observation.FIELDS``),
-the same 56-wide legal masks and the same rewards, for thousands of hands per call with no
-Python loop over hands. ``tests/test_batched.py`` drives it and ``butifarra_v0`` through
-identical deals and actions and asserts equality at every step; that test, not a shared code
-path, keeps the two in step (the reference stays plain and readable, this stays fast).
+:class:`BatchedEnv` is the training-speed twin of ``butifarra_v0``: the same rules, the same
+491-byte observations (``observation.FIELDS``), the same 56-wide legal masks and the same
+rewards, for thousands of hands per call with no Python loop over hands. Its lookup tables
+are built from the rules core (:func:`butifarra_env.rules.winners`, ``DEAL_ORDER``) and its
+scoring and match steps call the same functions (:func:`~butifarra_env.rules.hand_scores`,
+:func:`~butifarra_env.rules.match_over`...) on arrays; ``tests/test_batched.py`` drives it and
+``butifarra_v0`` through identical deals and actions and asserts equality at every step.
 
 Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
 
@@ -18,9 +19,9 @@ Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
       beat   = base & WINNERS[trump, W] & opp   # opp: all ones when an opponent holds W
       legal  = beat if beat else base           # beat W when able; never forced to under-trump
 
-  ``WINNERS[t, W]``, precomputed, holds the cards that take the trick from ``W`` under trump
-  ``t`` (higher cards of W's suit, plus every trump when W is not one; every card when the
-  trick is empty). The same table decides who wins each trick.
+  which is :func:`butifarra_env.rules.legal_cards` over columns. ``WINNERS[t, W]`` is
+  :func:`butifarra_env.rules.winners` tabulated: the cards that take the trick from ``W``
+  under trump ``t``. The same table decides who wins each trick.
 * **Relative observation rows, updated in place.** Each hand keeps its four seat-relative
   observation rows (4 x 491 bytes). A card play clears one byte (the card leaves the mover's
   hand) and sets 8 (its played and trick bits in all four views: one gather from a small
@@ -60,43 +61,48 @@ only then; the engine itself needs numpy alone.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from butifarra_env import rules
 from butifarra_env.actions import (
     BUTIFARRA,
+    DEALER_ACTIONS_MASK,
     DELEGATE,
     DOUBLE,
+    DOUBLING_MASK,
     N_ACTIONS,
     PASS,
     TRUMP_BASE,
+    TRUMP_CHOICE_MASK,
     action_name,
 )
-from butifarra_env.cards import (
-    BEATS,
-    HALF_POINTS,
-    N_CARDS,
-    N_SUITS,
-    N_TRICKS,
-    POINTS,
-    SUIT,
-    SUIT_MASK,
+from butifarra_env.cards import ALL_CARDS, N_CARDS, N_SUITS, N_TRICKS, POINTS, SUIT, SUIT_MASK
+from butifarra_env.observation import (
+    CANONICAL_SIZE,
+    CLIP,
+    OBS_SIZE,
+    OFFSETS,
+    SIZES,
+    STATE_SIZE,
 )
-from butifarra_env.game import (
+from butifarra_env.options import Options
+from butifarra_env.rules import (
+    DEAL_ORDER,
     N_SEATS,
-    NO_TRUMP,
+    NO_SUIT,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_DOUBLING,
     PHASE_NAMES,
     PHASE_PLAY,
+    SEAT_SIGN,
+    TRUMP_UNSET,
 )
-from butifarra_env.observation import CANONICAL_SIZE, CLIP, OBS_SIZE, OFFSETS, STATE_SIZE
-from butifarra_env.options import Options
+from butifarra_env.validate import check_int, check_reward_scale
 
 __all__ = ["BatchedEnv", "DealFn"]
 
@@ -107,37 +113,21 @@ dealt in envs ``env_ids`` (int64, ascending), whose dealers are ``dealers`` (int
 # --------------------------------------------------------------------------- tables
 _U64 = np.uint64
 _LITTLE = sys.byteorder == "little"  # bitboards are unpacked through byte views
-_ALL_CARDS = (1 << N_CARDS) - 1
-_UNSET = 5  # trump value (and its observation index) while trump is not chosen yet
 _NO_CARD = N_CARDS  # winning-card value while the trick is empty; any id >= 48 acts alike
-_NO_SUIT = 4  # led-suit value while the trick is empty: its suit mask is every card
-_HB = N_SEATS * OBS_SIZE  # bytes of one hand's four relative rows
-_O = OFFSETS
-
-_DEALER_ACTIONS = sum(1 << a for a in range(TRUMP_BASE, DELEGATE + 1))
-_TRUMP_ACTIONS = sum(1 << a for a in range(TRUMP_BASE, BUTIFARRA + 1))
-_DOUBLING_ACTIONS = (1 << DOUBLE) | (1 << PASS)
+_HAND_BYTES = N_SEATS * OBS_SIZE  # bytes of one hand's four relative rows
+_TRUMP_VALUES = SIZES["trump"]  # suits 0-3, NO_TRUMP, TRUMP_UNSET
 
 # Per action id: its card bit, points and suit; the bidding actions (48-55) are inert.
 _IDS = np.arange(N_ACTIONS)
 _IS_CARD = _IDS < N_CARDS
 _BIT = np.array([1 << a if a < N_CARDS else 0 for a in _IDS], dtype=_U64)
 _PTS = np.array([POINTS[a] if a < N_CARDS else 0 for a in _IDS], dtype=np.int64)
-_SUIT_OF = np.array([SUIT[a] if a < N_CARDS else _NO_SUIT for a in _IDS], dtype=np.int64)
-_SUIT_MASK = np.array([*SUIT_MASK, _ALL_CARDS], dtype=_U64)  # [4]: the trick is empty
+_SUIT_OF = np.array([SUIT[a] if a < N_CARDS else NO_SUIT for a in _IDS], dtype=np.int64)
+_SUIT_MASK = np.array([*SUIT_MASK, ALL_CARDS], dtype=_U64)  # [NO_SUIT]: the trick is empty
 
-
-def _winners(trump: int, win: int) -> int:
-    """The cards that take the trick from ``win`` under ``trump`` (all when it is empty)."""
-    if win >= N_CARDS or trump == _UNSET:
-        return _ALL_CARDS
-    beat = BEATS[win]
-    if trump < NO_TRUMP and SUIT[win] != trump:
-        beat |= SUIT_MASK[trump]
-    return beat
-
-
-_WINNERS = np.array([_winners(t, w) for t in range(6) for w in _IDS], dtype=_U64)  # t*56 + w
+_WINNERS = np.array(  # row trump * 56 + winning card: rules.winners tabulated
+    [rules.winners(t, w) for t in range(_TRUMP_VALUES) for w in _IDS], dtype=_U64
+)
 _OPP_MASK = np.array([0, (1 << N_ACTIONS) - 1], dtype=_U64)  # by (winner ^ mover) & 1
 # byte -> its 8 bits, low bit first: legal sets unpack to masks by one lookup
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
@@ -150,7 +140,9 @@ def _seat_card_table() -> np.ndarray:
     rows of non-card actions are 0 (never written through)."""
     s, c, v = np.ix_(range(N_SEATS), _IDS, range(N_SEATS))
     rel = (s - v) % N_SEATS * N_CARDS + c + v * OBS_SIZE
-    table = np.concatenate(np.broadcast_arrays(rel + _O["played"], rel + _O["trick"]), axis=2)
+    table = np.concatenate(
+        np.broadcast_arrays(rel + OFFSETS["played"], rel + OFFSETS["trick"]), axis=2
+    )
     table = np.where(_IS_CARD[None, :, None], table, 0)
     return np.ascontiguousarray(table.reshape(N_SEATS * N_ACTIONS, 2 * N_SEATS), dtype=np.int64)
 
@@ -158,28 +150,32 @@ def _seat_card_table() -> np.ndarray:
 _PLAY_TABLE = _seat_card_table()
 _LEADER_SET = np.array(  # the trick-leader bit of each leader in the four views
     [
-        [v * OBS_SIZE + _O["trick_leader"] + (ld - v) % N_SEATS for v in range(N_SEATS)]
+        [v * OBS_SIZE + OFFSETS["trick_leader"] + (ld - v) % N_SEATS for v in range(N_SEATS)]
         for ld in range(N_SEATS)
     ],
     dtype=np.int64,
 )
 _VOID_SET = np.array(  # the void bit of (seat, suit) in the four views: seat * 4 + suit
     [
-        [v * OBS_SIZE + _O["voids"] + (s - v) % N_SEATS * N_SUITS + su for v in range(N_SEATS)]
+        [v * OBS_SIZE + OFFSETS["voids"] + (s - v) % N_SEATS * N_SUITS + su for v in range(N_SEATS)]
         for s in range(N_SEATS)
         for su in range(N_SUITS)
     ],
     dtype=np.int64,
 )
 _HAND_BIT = np.array(  # the card's bit in the mover's own hand row: seat * 56 + card
-    [s * OBS_SIZE + _O["hand"] + c if c < N_CARDS else 0 for s in range(N_SEATS) for c in _IDS],
+    [
+        s * OBS_SIZE + OFFSETS["hand"] + c if c < N_CARDS else 0
+        for s in range(N_SEATS)
+        for c in _IDS
+    ],
     dtype=np.int64,
 )
 _TRICK_CLEAR = np.ascontiguousarray(_PLAY_TABLE[:, N_SEATS:])  # the trick bits alone
 _SEAT_ROWS = np.arange(N_SEATS, dtype=np.int64) * N_ACTIONS
 
-_HDR = _O["trump"]  # the bidding header, trump .. phase, is contiguous
-_HDR_END = _O["phase"] + len(PHASE_NAMES)
+_HDR = OFFSETS["trump"]  # the bidding header, trump .. phase, is contiguous
+_HDR_END = OFFSETS["phase"] + SIZES["phase"]
 
 
 def _header_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -187,44 +183,43 @@ def _header_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     (trump, chooser + 1, delegated), (dealer, doubling level), (doubling turn + 1, phase).
     Seats are absolute here; the tables rotate them into each viewer's frame."""
     size = _HDR_END - _HDR
-    t1 = np.zeros((6, 5, 2, N_SEATS, size), dtype=np.uint8)
-    t2 = np.zeros((N_SEATS, 5, N_SEATS, size), dtype=np.uint8)
-    t3 = np.zeros((5, len(PHASE_NAMES), N_SEATS, size), dtype=np.uint8)
+    levels = SIZES["doubling_level"]
+    t1 = np.zeros((_TRUMP_VALUES, N_SEATS + 1, 2, N_SEATS, size), dtype=np.uint8)
+    t2 = np.zeros((N_SEATS, levels, N_SEATS, size), dtype=np.uint8)
+    t3 = np.zeros((N_SEATS + 1, len(PHASE_NAMES), N_SEATS, size), dtype=np.uint8)
     for v in range(N_SEATS):
-        for trump in range(6):
+        for trump in range(_TRUMP_VALUES):
             for ch in range(-1, N_SEATS):
                 for dl in range(2):
                     row = t1[trump, ch + 1, dl, v]
-                    row[_O["trump"] - _HDR + trump] = 1
+                    row[OFFSETS["trump"] - _HDR + trump] = 1
                     if ch >= 0:
-                        row[_O["chooser"] - _HDR + (ch - v) % N_SEATS] = 1
-                    row[_O["delegated"] - _HDR] = dl
+                        row[OFFSETS["chooser"] - _HDR + (ch - v) % N_SEATS] = 1
+                    row[OFFSETS["delegated"] - _HDR] = dl
         for d in range(N_SEATS):
-            for lv in range(5):
-                t2[d, lv, v, _O["dealer"] - _HDR + (d - v) % N_SEATS] = 1
-                t2[d, lv, v, _O["doubling_level"] - _HDR + lv] = 1
+            for lv in range(levels):
+                t2[d, lv, v, OFFSETS["dealer"] - _HDR + (d - v) % N_SEATS] = 1
+                t2[d, lv, v, OFFSETS["doubling_level"] - _HDR + lv] = 1
         for turn in range(-1, N_SEATS):
             for ph in range(len(PHASE_NAMES)):
                 if turn >= 0:
-                    t3[turn + 1, ph, v, _O["doubling_turn"] - _HDR + (turn - v) % N_SEATS] = 1
-                t3[turn + 1, ph, v, _O["phase"] - _HDR + ph] = 1
+                    t3[turn + 1, ph, v, OFFSETS["doubling_turn"] - _HDR + (turn - v) % N_SEATS] = 1
+                t3[turn + 1, ph, v, OFFSETS["phase"] - _HDR + ph] = 1
     return tuple(t.reshape(-1, N_SEATS, size) for t in (t1, t2, t3))  # type: ignore[return-value]
 
 
 _HEADER_1, _HEADER_2, _HEADER_3 = _header_tables()
-_TEAM_BLOCK = _O["team_tricks"]  # team_tricks (2) + team_points (2), contiguous
+_LEVELS = SIZES["doubling_level"]
+_TEAM_BLOCK = OFFSETS["team_tricks"]  # team_tricks (2) + team_points (2), contiguous
 _TEAM_PERM = np.array([[0, 1, 2, 3], [1, 0, 3, 2]])  # by seat parity: (mine, theirs)
-_TEAM_SIGN = np.array([1, -1, 1, -1], dtype=np.int64)  # each seat's share of A's margin
+_SEAT_SIGN = np.array(SEAT_SIGN, dtype=np.int64)  # each seat's share of A's margin
 _MATCH_PERM = np.array([[0, 1], [1, 0]] * 2)  # by viewer: match scores (mine, theirs)
-_MATCH = _O["match_scores"]
+_MATCH = OFFSETS["match_scores"]
 _STATE_TEAM = (N_SEATS - 1) * N_CARDS + _TEAM_BLOCK  # the team block inside the state
 
-# Dealing as ``game.deal``: four cards at a time, starting after the dealer. _DEAL_POS lists
-# the deck positions of the 1st, 2nd, 3rd, 4th seat after the dealer; _DEAL_ROT[dealer]
-# says which of those each absolute seat is.
-_DEAL_POS = np.array(
-    [[p for p in range(N_CARDS) if (p // 4) % N_SEATS == r] for r in range(N_SEATS)]
-).reshape(-1)
+# Dealing as ``rules.deal``: _DEAL_POS lists the deck positions of the 1st, 2nd, 3rd, 4th seat
+# after the dealer (rules.DEAL_ORDER); _DEAL_ROT[dealer] says which of those each seat is.
+_DEAL_POS = np.array(DEAL_ORDER).reshape(-1)
 _DEAL_ROT = (np.arange(N_SEATS)[None, :] - np.arange(N_SEATS)[:, None] - 1) % N_SEATS
 
 
@@ -272,25 +267,12 @@ class BatchedEnv:
         reward_scale: float = 1.0,
         **options: Any,
     ) -> None:
-        if (
-            isinstance(num_envs, bool)
-            or not isinstance(num_envs, (int, np.integer))
-            or num_envs < 1
-        ):
-            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
-        if (
-            isinstance(reward_scale, bool)
-            or not isinstance(reward_scale, (int, float))
-            or not math.isfinite(reward_scale)
-            or reward_scale <= 0
-        ):  # as butifarra_v0 checks it
-            raise ValueError(f"reward_scale must be a finite number > 0, got {reward_scale!r}")
+        self.num_envs: int = check_int("num_envs", num_envs, 1)
+        self.reward_scale: float = check_reward_scale(reward_scale)
         self.options: Options = Options.from_dict(options)
-        self.num_envs: int = int(num_envs)
         self.observation_size: int = OBS_SIZE
         self.state_size: int = STATE_SIZE
         self.action_size: int = N_ACTIONS
-        self.reward_scale: float = float(reward_scale)
         self.device: str | None = None if device is None else str(device)
         if self.device is not None:
             _torch().empty(0, device=self.device)  # a bad device fails here, not mid-run
@@ -299,13 +281,15 @@ class BatchedEnv:
         self._started = False
 
         n = self.num_envs
-        self._n2 = np.arange(n, dtype=np.int64) * 2
-        self._n4 = np.arange(n, dtype=np.int64) * N_SEATS
-        self._base = np.arange(n, dtype=np.int64) * _HB
-        self._scratch = n * _HB  # where the card-play writes of bidding hands land
-        self._buf = np.zeros(n * _HB + _HB, dtype=np.uint8)
-        self._rows = self._buf[: n * _HB].reshape(n * N_SEATS, OBS_SIZE)  # [hand*4 + viewer]
-        self._rel = self._buf[: n * _HB].reshape(n, N_SEATS, OBS_SIZE)
+        self._parity_base = np.arange(n, dtype=np.int64) * 2
+        self._seat_base = np.arange(n, dtype=np.int64) * N_SEATS
+        self._base = np.arange(n, dtype=np.int64) * _HAND_BYTES
+        self._scratch = n * _HAND_BYTES  # where the card-play writes of bidding hands land
+        self._buf = np.zeros(n * _HAND_BYTES + _HAND_BYTES, dtype=np.uint8)
+        self._rows = self._buf[: n * _HAND_BYTES].reshape(
+            n * N_SEATS, OBS_SIZE
+        )  # [hand*4 + viewer]
+        self._views = self._buf[: n * _HAND_BYTES].reshape(n, N_SEATS, OBS_SIZE)
         # The bidding header of every row as one 29-byte item: whole-header copies.
         self._headers = _field_view(self._buf, n * N_SEATS, _HDR, _HDR_END - _HDR)
 
@@ -315,23 +299,24 @@ class BatchedEnv:
         # Bidding.
         self._phase, self._to_move, self._dealer = ints(), ints(), ints()
         self._trump, self._chooser, self._delegated = ints(), ints(), ints()
-        self._level, self._second = ints(), ints()  # _second: the 2nd defender/declarer asked
-        self._tw = ints()  # trump * 56: the row block of _WINNERS
-        self._isplay = np.zeros(n, dtype=bool)
+        self._level = ints()
+        self._second_asked = ints()  # 1: the first of the team asked has passed
+        self._winners_row = ints()  # trump * 56: the row block of _WINNERS
+        self._in_play = np.zeros(n, dtype=bool)
         # The trick in progress.
-        self._tc, self._tp, self._led = ints(), ints(), ints()  # cards, points, led suit
-        self._win, self._wseat, self._leader = ints(), ints(), ints()
+        self._cards_in_trick, self._trick_points, self._led_suit = ints(), ints(), ints()
+        self._win_card, self._win_seat, self._leader = ints(), ints(), ints()
         self._trick_cards = np.zeros((n, N_SEATS), dtype=np.int64)  # by seat
         self._trick_flat = self._trick_cards.reshape(-1)
         # The hand and the match.
         self._tricks_done, self._hand_number = ints(), ints()
-        self._tt = np.zeros((n, 4), dtype=np.int64)  # team tricks (A, B), team points (A, B)
+        self._team_tally = np.zeros((n, 4), dtype=np.int64)  # tricks (A, B), points (A, B)
         # The observation's team block (tricks, points as mine/theirs) by seat parity: 8 bytes
         # per env, seen as one item per env (writes) and one per parity (reads).
         self._team_bytes = np.zeros((n, 2, 4), dtype=np.uint8)
         self._team_env = self._team_bytes.reshape(n, 8).view("V8").reshape(n)
         self._team_parity = self._team_bytes.reshape(n * 2, 4).view("V4").reshape(n * 2)
-        self._ms = np.zeros((n, 2), dtype=np.int64)  # match scores before this hand
+        self._match_scores = np.zeros((n, 2), dtype=np.int64)  # match scores before this hand
         self._hands = np.zeros((n, N_SEATS), dtype=_U64)
         self._hands_flat = self._hands.reshape(-1)
         self._initial = np.zeros((n, N_SEATS), dtype=_U64)
@@ -342,13 +327,13 @@ class BatchedEnv:
         t = np.zeros((N_SEATS, N_SEATS, OBS_SIZE), dtype=np.uint8)
         for d in range(N_SEATS):
             for v in range(N_SEATS):
-                t[d, v, _O["trump"] + _UNSET] = 1
-                t[d, v, _O["dealer"] + (d - v) % N_SEATS] = 1
-                t[d, v, _O["doubling_level"]] = 1
-                t[d, v, _O["phase"] + PHASE_CHOOSE_TRUMP] = 1
-                t[d, v, _O["target_score"]] = min(o.target_score or 0, CLIP)
-                t[d, v, _O["max_doubling_level"]] = o.max_doubling_level
-                t[d, v, _O["butifarra_base"]] = o.butifarra_base
+                t[d, v, OFFSETS["trump"] + TRUMP_UNSET] = 1
+                t[d, v, OFFSETS["dealer"] + (d - v) % N_SEATS] = 1
+                t[d, v, OFFSETS["doubling_level"]] = 1
+                t[d, v, OFFSETS["phase"] + PHASE_CHOOSE_TRUMP] = 1
+                t[d, v, OFFSETS["target_score"]] = min(o.target_score or 0, CLIP)
+                t[d, v, OFFSETS["max_doubling_level"]] = o.max_doubling_level
+                t[d, v, OFFSETS["butifarra_base"]] = o.butifarra_base
         self._template = t
 
     # ------------------------------------------------------------------ public API
@@ -370,7 +355,7 @@ class BatchedEnv:
             self._rng = np.random.default_rng(seed)
         if d is None:
             d = self._draw_dealers(n)
-        self._ms[:] = 0
+        self._match_scores[:] = 0
         self._hand_number[:] = 0
         self._start_hands(ids, d, hb)
         self._started = True
@@ -407,7 +392,7 @@ class BatchedEnv:
 
         rewards = np.zeros((n, N_SEATS), dtype=np.float32)
         done = np.zeros(n, dtype=bool)
-        bidding = np.flatnonzero(~self._isplay)
+        bidding = np.flatnonzero(~self._in_play)
         ended = self._play(a, au)
         if bidding.size:
             self._bid(bidding, a[bidding])
@@ -422,8 +407,8 @@ class BatchedEnv:
         self._require_started()
         n = self.num_envs
         out = np.zeros((n, STATE_SIZE), dtype=np.uint8)
-        out[:, : N_SEATS * N_CARDS] = self._rel[:, :, :N_CARDS].reshape(n, N_SEATS * N_CARDS)
-        out[:, N_SEATS * N_CARDS : CANONICAL_SIZE] = self._rel[:, 0, N_CARDS:]
+        out[:, : N_SEATS * N_CARDS] = self._views[:, :, :N_CARDS].reshape(n, N_SEATS * N_CARDS)
+        out[:, N_SEATS * N_CARDS : CANONICAL_SIZE] = self._views[:, 0, N_CARDS:]
         out[:, _STATE_TEAM : _STATE_TEAM + 4] = self._team_bytes[:, 0]
         out[np.arange(n), CANONICAL_SIZE + self._to_move] = 1
         return self._out((out,), self.device)[0]
@@ -457,29 +442,29 @@ class BatchedEnv:
         """``(hand_number (N,), match_scores (N, 2))`` of the hand each env is playing (scores
         before it, team A then B); all zeros when an episode is one hand."""
         self._require_started()
-        return self._hand_number.copy(), self._ms.copy()
+        return self._hand_number.copy(), self._match_scores.copy()
 
     # ------------------------------------------------------------------ card play
     def _play(self, a: np.ndarray, au: np.ndarray) -> np.ndarray:
         """Card play in every env at once (bidding envs pass through inert), then the legal
         set of every env's next seat. Returns the envs whose hand just ended."""
         s = self._to_move
-        isplay = self._isplay
-        hidx = self._n4 + s
+        isplay = self._in_play
+        hidx = self._seat_base + s
         self._hands_flat[hidx] ^= np.take(_BIT, a)
         self._trick_flat[hidx] = a
-        first = self._tc == 0
+        first = self._cards_in_trick == 0
         suit = np.take(_SUIT_OF, a)
-        led = np.where(first, suit, self._led)
+        led = np.where(first, suit, self._led_suit)
         leader = np.where(first, s, self._leader)
-        self._led = led
+        self._led_suit = led
         self._leader = leader
-        takes = (np.take(_WINNERS, self._tw + self._win) >> au) & _U64(1)
+        takes = (np.take(_WINNERS, self._winners_row + self._win_card) >> au) & _U64(1)
         takes = takes.view(bool)[::8] if _LITTLE else takes.astype(bool)  # low byte of each
-        np.copyto(self._win, a, where=takes)
-        np.copyto(self._wseat, s, where=takes)
-        self._tp += np.take(_PTS, a)
-        self._tc += isplay
+        np.copyto(self._win_card, a, where=takes)
+        np.copyto(self._win_seat, s, where=takes)
+        self._trick_points += np.take(_PTS, a)
+        self._cards_in_trick += isplay
 
         base = np.where(isplay, self._base, self._scratch)
         self._buf[base + np.take(_HAND_BIT, s * N_ACTIONS + a)] = 0
@@ -499,29 +484,29 @@ class BatchedEnv:
             self._buf[idx.reshape(-1)] = 1
 
         self._to_move = np.where(isplay, (s + 1) & 3, s)
-        closed = np.flatnonzero(self._tc == N_SEATS)
+        closed = np.flatnonzero(self._cards_in_trick == N_SEATS)
         ended = self._close_tricks(closed) if closed.size else closed
 
         to_move = self._to_move  # bidding envs: overwritten by _bid
-        hand = np.take(self._hands_flat, self._n4 + to_move)
-        follow = hand & np.take(_SUIT_MASK, self._led)
+        hand = np.take(self._hands_flat, self._seat_base + to_move)
+        follow = hand & np.take(_SUIT_MASK, self._led_suit)
         base_set = np.where(follow != 0, follow, hand)
-        beat = base_set & np.take(_WINNERS, self._tw + self._win)
-        beat &= np.take(_OPP_MASK, (self._wseat ^ to_move) & 1)
+        beat = base_set & np.take(_WINNERS, self._winners_row + self._win_card)
+        beat &= np.take(_OPP_MASK, (self._win_seat ^ to_move) & 1)
         self._legal = np.where(beat != 0, beat, base_set)
         return ended
 
     def _close_tricks(self, c: np.ndarray) -> np.ndarray:
         """Score the finished tricks of envs ``c`` and clear the table; returns the envs whose
         hand is over."""
-        w = np.take(self._wseat, c)
-        tt = self._tt.reshape(-1)
+        w = np.take(self._win_seat, c)
+        tt = self._team_tally.reshape(-1)
         team = c * 4 + (w & 1)
         tt[team] += 1
-        tt[team + 2] += np.take(self._tp, c) + 1
+        tt[team + 2] += np.take(self._trick_points, c) + 1
         done_tricks = np.take(self._tricks_done, c) + 1
         self._tricks_done[c] = done_tricks
-        view = np.take(self._tt, c, axis=0)[:, _TEAM_PERM].astype(np.uint8)
+        view = np.take(self._team_tally, c, axis=0)[:, _TEAM_PERM].astype(np.uint8)
         self._team_env[c] = view.reshape(-1).view("V8")
         base = np.take(self._base, c)[:, None]
         cards = np.take(self._trick_cards, c, axis=0)
@@ -533,15 +518,29 @@ class BatchedEnv:
         clear += base
         self._buf[clear.reshape(-1)] = 0
         self._to_move[c] = w
-        self._tc[c] = 0
-        self._tp[c] = 0
-        self._led[c] = _NO_SUIT
-        self._win[c] = _NO_CARD
+        self._cards_in_trick[c] = 0
+        self._trick_points[c] = 0
+        self._led_suit[c] = NO_SUIT
+        self._win_card[c] = _NO_CARD
         return c[done_tricks == N_TRICKS]
 
     # ------------------------------------------------------------------ bidding
     def _bid(self, b: np.ndarray, a: np.ndarray) -> None:
-        """Trump choice, delegation and the doubling chain, for the envs in ``b``."""
+        """Trump choice, delegation and the doubling chain, for the envs in ``b``.
+
+        Every env in ``b`` takes exactly one of four transitions, decided column-wise:
+
+        * delegate: the partner must choose (phase ``choose_trump_delegated``);
+        * choose a suit or butifarra: the next seat is asked to double, or play starts when
+          doubling is off (``max_doubling_level`` 0);
+        * double: the level rises; the next seat (the other team) is asked, or play starts
+          at the top level;
+        * pass: the passer's partner is asked; a second pass in a row (``_second_asked``)
+          starts the play. ``_second_asked`` is reset by any other move, so it always
+          refers to the team being asked now.
+
+        Play starts with the mano (the player after the dealer) to lead.
+        """
         s = self._to_move[b]
         max_level = self.options.max_doubling_level
         deleg = a == DELEGATE
@@ -554,36 +553,38 @@ class BatchedEnv:
             bc = b[choose]
             trump = a[choose] - TRUMP_BASE  # butifarra (52) -> 4 = NO_TRUMP
             self._trump[bc] = trump
-            self._tw[bc] = trump * N_ACTIONS
+            self._winners_row[bc] = trump * N_ACTIONS
             self._chooser[bc] = s[choose]
         level = self._level[b] + dbl
         self._level[b] = level
         start = (
             (choose & (max_level == 0))
             | (dbl & (level >= max_level))
-            | (pas & (self._second[b] == 1))
+            | (pas & (self._second_asked[b] == 1))
         )
         ask = (choose | dbl) & ~start  # the next seat is asked to double
-        to_move = np.where(deleg | (pas & ~start), (s + 2) & 3, (s + 1) & 3)
-        to_move = np.where(start, (self._dealer[b] + 1) & 3, to_move)  # the mano leads
+        # choose -> first_asked_to_double, double -> asked_after_double (both the next seat);
+        # delegate -> the partner; a first pass -> asked_after_pass (the partner).
+        to_move = np.where(deleg | (pas & ~start), rules.partner_of(s), rules.next_seat(s))
+        to_move = np.where(start, rules.mano(self._dealer[b]), to_move)
         phase = np.where(deleg, PHASE_CHOOSE_TRUMP_DELEGATED, self._phase[b])
         phase = np.where(ask, PHASE_DOUBLING, phase)
         phase = np.where(start, PHASE_PLAY, phase)
-        self._second[b] = pas
+        self._second_asked[b] = pas
         self._phase[b] = phase
-        self._isplay[b] = start
+        self._in_play[b] = start
         self._to_move[b] = to_move
-        asked = np.where(phase == PHASE_DOUBLING, _U64(_DOUBLING_ACTIONS), _U64(_TRUMP_ACTIONS))
-        self._legal[b] = np.where(start, self._hands_flat[b * 4 + to_move], asked)
+        asked = np.where(phase == PHASE_DOUBLING, _U64(DOUBLING_MASK), _U64(TRUMP_CHOICE_MASK))
+        self._legal[b] = np.where(start, self._hands_flat[b * N_SEATS + to_move], asked)
         self._write_header(b)
 
     def _write_header(self, b: np.ndarray) -> None:
         """Rewrite the bidding header (trump .. phase) of the four views of envs ``b``."""
         phase = self._phase[b]
         turn = np.where(phase == PHASE_DOUBLING, self._to_move[b] + 1, 0)
-        g1 = (self._trump[b] * 5 + self._chooser[b] + 1) * 2 + self._delegated[b]
+        g1 = (self._trump[b] * (N_SEATS + 1) + self._chooser[b] + 1) * 2 + self._delegated[b]
         header = np.take(_HEADER_1, g1, axis=0)
-        header |= np.take(_HEADER_2, self._dealer[b] * 5 + self._level[b], axis=0)
+        header |= np.take(_HEADER_2, self._dealer[b] * _LEVELS + self._level[b], axis=0)
         header |= np.take(_HEADER_3, turn * len(PHASE_NAMES) + phase, axis=0)
         rows = (b * N_SEATS)[:, None] + np.arange(N_SEATS)
         self._headers[rows.reshape(-1)] = header.reshape(-1).view(self._headers.dtype)
@@ -591,11 +592,9 @@ class BatchedEnv:
     # ------------------------------------------------------------------ hand ends, deals
     def _end_hands(self, e: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
         """Score the hands of envs ``e``, report rewards, deal the next hand or episode."""
-        pts = self._tt[e, 2:4]
-        mult = np.where(self._trump[e] == NO_TRUMP, self.options.butifarra_base, 1)
-        mult <<= self._level[e]
-        scores = np.where(pts > HALF_POINTS, (pts - HALF_POINTS) * mult[:, None], 0)
-        margin = (scores[:, 0] - scores[:, 1])[:, None] * _TEAM_SIGN
+        mult = rules.multiplier(self._trump[e], self._level[e], self.options.butifarra_base)
+        scores = rules.hand_scores(self._team_tally[e, 2:4], mult)
+        margin = (scores[:, 0] - scores[:, 1])[:, None] * _SEAT_SIGN
         rewards[e] = margin * self.reward_scale  # float64 product, then float32: as the env
         target = self.options.target_score
         fresh = self._draw_dealers(e.size)
@@ -603,12 +602,12 @@ class BatchedEnv:
             done[e] = True
             self._start_hands(e, fresh, None)
             return
-        ms = self._ms[e] + scores
-        over = ms.max(axis=1) >= target
+        match_scores = self._match_scores[e] + scores
+        over = rules.match_over(match_scores, target)
         done[e] = over
-        self._ms[e] = np.where(over[:, None], 0, ms)
+        self._match_scores[e] = np.where(over[:, None], 0, match_scores)
         self._hand_number[e] = np.where(over, 0, self._hand_number[e] + 1)
-        self._start_hands(e, np.where(over, fresh, (self._dealer[e] + 1) & 3), None)
+        self._start_hands(e, np.where(over, fresh, rules.next_dealer(self._dealer[e])), None)
 
     def _draw_dealers(self, k: int) -> np.ndarray:
         if self.options.first_dealer is not None:
@@ -638,35 +637,35 @@ class BatchedEnv:
         self._to_move[e] = dealers
         for arr, value in (
             (self._phase, PHASE_CHOOSE_TRUMP),
-            (self._trump, _UNSET),
-            (self._tw, _UNSET * N_ACTIONS),
+            (self._trump, TRUMP_UNSET),
+            (self._winners_row, TRUMP_UNSET * N_ACTIONS),
             (self._chooser, -1),
             (self._delegated, 0),
             (self._level, 0),
-            (self._second, 0),
-            (self._isplay, False),
-            (self._tc, 0),
-            (self._tp, 0),
-            (self._led, _NO_SUIT),
-            (self._win, _NO_CARD),
-            (self._wseat, 0),
+            (self._second_asked, 0),
+            (self._in_play, False),
+            (self._cards_in_trick, 0),
+            (self._trick_points, 0),
+            (self._led_suit, NO_SUIT),
+            (self._win_card, _NO_CARD),
+            (self._win_seat, 0),
             (self._leader, 0),
             (self._tricks_done, 0),
-            (self._tt, 0),
+            (self._team_tally, 0),
         ):
             arr[e] = value
         self._team_bytes[e] = 0
-        self._legal[e] = _DEALER_ACTIONS
+        self._legal[e] = DEALER_ACTIONS_MASK
         rows = self._template[dealers]
         bits = hands if _LITTLE else hands.astype("<u8")
         rows[:, :, :N_CARDS] = np.unpackbits(
             bits.view(np.uint8).reshape(k, N_SEATS, 8), axis=2, count=N_CARDS, bitorder="little"
         )
         if self.options.target_score is not None:
-            rows[:, :, _O["hand_number"]] = np.minimum(self._hand_number[e], CLIP)[:, None]
-            scores = np.minimum(self._ms[e], CLIP)
+            rows[:, :, OFFSETS["hand_number"]] = np.minimum(self._hand_number[e], CLIP)[:, None]
+            scores = np.minimum(self._match_scores[e], CLIP)
             rows[:, :, _MATCH : _MATCH + 2] = scores[:, _MATCH_PERM]
-        self._rel[e] = rows
+        self._views[e] = rows
 
     # ------------------------------------------------------------------ helpers
     def _outputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -675,9 +674,9 @@ class BatchedEnv:
         legal = self._legal if _LITTLE else self._legal.astype("<u8")
         mask = np.take(_BYTE_BITS, legal.view(np.uint8).reshape(n, 8)[:, :7], axis=0)
         seat = self._to_move.copy()
-        obs = np.take(self._rows, self._n4 + seat, axis=0)
+        obs = np.take(self._rows, self._seat_base + seat, axis=0)
         team = _field_view(obs, n, _TEAM_BLOCK, 4)
-        team[...] = np.take(self._team_parity, self._n2 + (seat & 1))
+        team[...] = np.take(self._team_parity, self._parity_base + (seat & 1))
         return mask.reshape(n, N_ACTIONS), obs, seat
 
     @staticmethod

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import gymnasium
@@ -11,66 +10,25 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from butifarra_env.actions import N_ACTIONS
-from butifarra_env.cards import N_CARDS, cards_of
-from butifarra_env.game import N_SEATS, Game, deal
+from butifarra_env.actions import N_ACTIONS, mask_from_bits
+from butifarra_env.cards import cards_of
+from butifarra_env.game import Game
 from butifarra_env.observation import OBS_SIZE, STATE_SIZE, Observer, encode_state
 from butifarra_env.options import Options
+from butifarra_env.record_format import game_record
 from butifarra_env.render import render_text
+from butifarra_env.rules import N_SEATS, Match, draw_dealer, random_deal
+from butifarra_env.validate import (
+    RENDER_MODES,
+    check_deal,
+    check_match_position,
+    check_render_mode,
+    check_reward_scale,
+)
 
 AGENTS = tuple(f"player_{i}" for i in range(N_SEATS))
-RENDER_MODES = ("human", "ansi")
-RESET_OPTION_KEYS = ("dealer", "hands", "hand_number", "match_scores")
+RESET_OPTION_KEYS = ("dealer", "hands", "hand_number", "match_scores", "one_hand")
 _ZERO_MASK = np.zeros(N_ACTIONS, dtype=np.int8)
-
-
-def mask_array(legal: int) -> np.ndarray:
-    """A 56-bit legal-action integer as the int8 mask array agents receive."""
-    return np.unpackbits(
-        np.frombuffer(legal.to_bytes(7, "little"), dtype=np.uint8), bitorder="little"
-    ).view(np.int8)
-
-
-def worst_hand_loss(options: Options) -> int:
-    """The most a team can lose on one hand under these options (used as the illegal-move
-    penalty, so that an illegal move is never better than playing on)."""
-    return 36 * options.butifarra_base * (1 << options.max_doubling_level)
-
-
-def _check_reward_scale(reward_scale: object) -> float:
-    if (
-        isinstance(reward_scale, bool)
-        or not isinstance(reward_scale, (int, float))
-        or not math.isfinite(reward_scale)
-        or reward_scale <= 0
-    ):
-        raise ValueError(f"reward_scale must be a finite number > 0, got {reward_scale!r}")
-    return float(reward_scale)
-
-
-def _check_render_mode(render_mode: object) -> None:
-    if render_mode is not None and render_mode not in RENDER_MODES:
-        raise ValueError(f"render_mode must be None, 'human' or 'ansi', got {render_mode!r}")
-
-
-def parse_deal(dealer: object, hands: object) -> tuple[int, list[int]]:
-    """Validate a fixed deal given as a dealer seat and four lists of 12 card ids."""
-    if isinstance(dealer, bool) or not isinstance(dealer, (int, np.integer)) or not 0 <= dealer < 4:
-        raise ValueError(f"dealer must be a seat 0-3, got {dealer!r}")
-    if not isinstance(hands, (list, tuple, np.ndarray)) or len(hands) != N_SEATS:
-        raise ValueError("hands must be four lists of 12 card ids (0-47)")
-    masks = []
-    for seat, cards in enumerate(hands):
-        try:
-            ids = [int(c) for c in cards]
-        except (TypeError, ValueError):
-            raise ValueError(f"hands[{seat}] must be a list of card ids, got {cards!r}") from None
-        if len(ids) != 12 or any(not 0 <= c < N_CARDS for c in ids) or len(set(ids)) != 12:
-            raise ValueError(f"hands[{seat}] must hold 12 distinct card ids 0-47, got {ids}")
-        masks.append(sum(1 << c for c in ids))
-    if masks[0] | masks[1] | masks[2] | masks[3] != (1 << N_CARDS) - 1:
-        raise ValueError("the four hands must hold each of the 48 cards exactly once")
-    return int(dealer), masks
 
 
 class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the bare env
@@ -87,9 +45,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         self, render_mode: str | None = None, reward_scale: float = 1.0, **options: Any
     ) -> None:
         super().__init__()
-        _check_render_mode(render_mode)
-        self.render_mode = render_mode
-        self.reward_scale = _check_reward_scale(reward_scale)
+        self.render_mode = check_render_mode(render_mode)
+        self.reward_scale = check_reward_scale(reward_scale)
         self.game_options = Options.from_dict(options)
         self.possible_agents = list(AGENTS)
         self.agent_name_mapping = {a: i for i, a in enumerate(AGENTS)}
@@ -105,10 +62,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         self._rng: np.random.Generator | None = None
         self._observer = Observer()
         self.game: Game | None = None
-        self.match_scores = [0, 0]
+        self.match: Match | None = None
         self.hand_results: list[dict[str, Any]] = []
         self._dirty = False
-        self._stop_at_hand_end = False  # set by record.replay: a record holds one hand
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[agent]
@@ -122,10 +78,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
 
         ``options`` may fix the first hand: ``{"dealer": seat, "hands": [[12 ids] x 4]}``
         (for duplicate deals and replays), plus ``hand_number`` and ``match_scores`` to
-        resume a match position.
+        resume a match position, and ``one_hand=True`` to end the episode after this hand
+        even in match mode (a record replays one hand). Everything is checked before the
+        episode changes.
         """
-        if seed is not None or self._rng is None:
-            self._rng = np.random.default_rng(seed)
         options = dict(options or {})
         unknown = set(options) - set(RESET_OPTION_KEYS)
         if unknown:  # PettingZoo's api_test passes arbitrary options: warn, do not fail
@@ -133,6 +89,24 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
                 f"ignoring unknown reset option(s) {sorted(unknown)}; "
                 f"known: {list(RESET_OPTION_KEYS)}"
             )
+        hand_number, scores = check_match_position(
+            options.get("hand_number", 0), options.get("match_scores", (0, 0))
+        )
+        fixed_deal = None
+        if "hands" in options or "dealer" in options:
+            if "hands" not in options or "dealer" not in options:
+                raise ValueError("a fixed deal needs both 'dealer' and 'hands'")
+            fixed_deal = check_deal(options["dealer"], options["hands"])
+        one_hand = options.get("one_hand", False)
+        if not isinstance(one_hand, bool):
+            raise ValueError(f"one_hand must be True or False, got {one_hand!r}")
+        if seed is not None or self._rng is None:
+            self._rng = np.random.default_rng(seed)
+        if fixed_deal is None:
+            dealer = draw_dealer(self._rng, self.game_options.first_dealer)
+            hands = random_deal(self._rng, dealer)
+        else:
+            dealer, hands = fixed_deal
         self.agents = list(AGENTS)
         self.rewards = dict.fromkeys(AGENTS, 0.0)
         self._cumulative_rewards = dict.fromkeys(AGENTS, 0.0)
@@ -141,25 +115,18 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         self.infos = {a: {} for a in AGENTS}
         self._dirty = False
         self.hand_results = []
-        scores = options.get("match_scores", (0, 0))
-        if len(scores) != 2 or any(isinstance(s, bool) or int(s) != s or s < 0 for s in scores):
-            raise ValueError(f"match_scores must be two ints >= 0, got {scores!r}")
-        self.match_scores = [int(scores[0]), int(scores[1])]
-        hand_number = options.get("hand_number", 0)
-        if isinstance(hand_number, bool) or not isinstance(hand_number, int) or hand_number < 0:
-            raise ValueError(f"hand_number must be an int >= 0, got {hand_number!r}")
-        if "hands" in options or "dealer" in options:
-            if "hands" not in options or "dealer" not in options:
-                raise ValueError("a fixed deal needs both 'dealer' and 'hands'")
-            dealer, hands = parse_deal(options["dealer"], options["hands"])
-        else:
-            fixed = self.game_options.first_dealer
-            dealer = int(self._rng.integers(N_SEATS)) if fixed is None else fixed
-            hands = deal(self._rng.permutation(N_CARDS), dealer)
-        self._start_hand(dealer, hands, hand_number)
+        target = None if one_hand else self.game_options.target_score
+        self.match = Match(target, dealer, hand_number, scores)
+        self._start_hand(hands)
 
-    def _start_hand(self, dealer: int, hands: list[int], hand_number: int) -> None:
-        game = Game(self.game_options, dealer, hands, hand_number, tuple(self.match_scores))
+    @property
+    def match_scores(self) -> list[int]:
+        """Team scores of the match before the current hand (A, B)."""
+        return list(self.match.scores) if self.match is not None else [0, 0]
+
+    def _start_hand(self, hands: list[int]) -> None:
+        m = self.match
+        game = Game(self.game_options, m.dealer, hands, m.hand_number, m.scores)
         self.game = game
         self._observer.reset(game)
         self.agent_selection = AGENTS[game.to_move]
@@ -170,7 +137,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         seat = self.agent_name_mapping[agent]
         game = self.game
         if game.to_move == seat and not self.terminations[agent]:
-            mask = mask_array(game.legal)
+            mask = mask_from_bits(game.legal)
         else:
             mask = _ZERO_MASK.copy()
         return {"observation": self._observer.observe(seat), "action_mask": mask}
@@ -209,23 +176,15 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         for a in AGENTS:
             self.infos[a] = {"hand_result": result}
         self._accumulate_rewards()
-        target = self.game_options.target_score
-        if target is None or self._stop_at_hand_end:
-            self.terminations = dict.fromkeys(AGENTS, True)
+        match = self.match
+        if match.add_hand(game.scores):
+            self._start_hand(random_deal(self._rng, match.dealer))
             return
-        self.match_scores[0] += game.scores[0]
-        self.match_scores[1] += game.scores[1]
-        if max(self.match_scores) >= target:
-            winner = 0 if self.match_scores[0] >= target else 1
+        if match.winner is not None:
             for a in AGENTS:
-                self.infos[a]["match_winner_team"] = winner
-                self.infos[a]["match_scores"] = list(self.match_scores)
-            self.terminations = dict.fromkeys(AGENTS, True)
-            return
-        next_dealer = (game.dealer + 1) % N_SEATS
-        self._start_hand(
-            next_dealer, deal(self._rng.permutation(N_CARDS), next_dealer), game.hand_number + 1
-        )
+                self.infos[a]["match_winner_team"] = match.winner
+                self.infos[a]["match_scores"] = list(match.scores)
+        self.terminations = dict.fromkeys(AGENTS, True)
 
     # ------------------------------------------------------------------ extras
     def state(self) -> np.ndarray:
@@ -237,8 +196,6 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
 
     def game_record(self) -> dict[str, Any]:
         """The current hand as a JSON-serialisable record (see butifarra_env.record)."""
-        from butifarra_env.record import game_record
-
         return game_record(self.game)
 
     def render(self) -> str | None:
@@ -308,7 +265,7 @@ def env(**kwargs: Any) -> AECEnv:
     """The environment with PettingZoo's standard wrappers: an illegal move ends the episode
     with the mover penalised by the worst possible hand loss (PettingZoo's convention)."""
     base = raw_env(**kwargs)
-    penalty = -worst_hand_loss(base.game_options) * base.reward_scale
+    penalty = -base.game_options.worst_hand_loss * base.reward_scale
     wrapped: AECEnv = FastTerminateIllegalWrapper(base, illegal_reward=penalty)
     wrapped = FastAssertOutOfBoundsWrapper(wrapped)
     return FastOrderEnforcingWrapper(wrapped)

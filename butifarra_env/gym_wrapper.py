@@ -14,20 +14,12 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from butifarra_env.actions import N_ACTIONS
-from butifarra_env.env import (
-    AGENTS,
-    RENDER_MODES,
-    _check_render_mode,
-    raw_env,
-    worst_hand_loss,
-)
-from butifarra_env.game import N_SEATS
+from butifarra_env.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.env import AGENTS, raw_env
+from butifarra_env.policy import Policy, PolicyFn, is_policy
 from butifarra_env.render import render_text
-
-Policy = Any
-"""An object with ``act(observation, action_mask) -> int`` (the agents' interface) or a
-callable ``(observation, action_mask) -> int``."""
+from butifarra_env.rules import N_SEATS
+from butifarra_env.validate import RENDER_MODES, check_render_mode
 
 ILLEGAL_ACTION_MODES = ("penalize", "raise")
 
@@ -47,7 +39,7 @@ class SingleAgentEnv(gymnasium.Env):
     def __init__(
         self,
         seat: int = 0,
-        opponents: Policy | Sequence[Policy] | Mapping[int, Policy] | None = None,
+        opponents: Policy | PolicyFn | Sequence[Any] | Mapping[int, Any] | None = None,
         *,
         illegal_action: str = "penalize",
         render_mode: str | None = None,
@@ -61,19 +53,18 @@ class SingleAgentEnv(gymnasium.Env):
                 f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}"
             )
         self._aec = raw_env(render_mode=None, reward_scale=reward_scale, **options)
-        _check_render_mode(render_mode)
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode)
         self.seat = seat
         self.agent = AGENTS[seat]
         self.illegal_action = illegal_action
-        self._illegal_reward = -float(worst_hand_loss(self._aec.game_options)) * reward_scale
+        self._illegal_reward = -float(self._aec.game_options.worst_hand_loss) * reward_scale
         self._policies = self._resolve_opponents(opponents)
         self.observation_space = self._aec.observation_space(self.agent)
         self.action_space = gymnasium.spaces.Discrete(N_ACTIONS)
 
-    def _resolve_opponents(self, opponents: Any) -> dict[int, Policy | None]:
+    def _resolve_opponents(self, opponents: Any) -> dict[int, Policy | PolicyFn | None]:
         others = [s for s in range(N_SEATS) if s != self.seat]
-        if opponents is None or _is_policy(opponents):
+        if opponents is None or is_policy(opponents):
             return dict.fromkeys(others, opponents)
         if isinstance(opponents, Mapping):
             if sorted(opponents) != others:
@@ -88,7 +79,7 @@ class SingleAgentEnv(gymnasium.Env):
                 )
             policies = dict(zip(others, opponents, strict=True))
         for s, p in policies.items():
-            if p is not None and not _is_policy(p):
+            if p is not None and not is_policy(p):
                 raise ValueError(
                     f"opponent for seat {s} must have act(observation, action_mask) or be "
                     f"callable, got {p!r}"
@@ -147,9 +138,8 @@ class SingleAgentEnv(gymnasium.Env):
             obs = aec.observe(who)
             policy = self._policies[seat]
             if policy is None:
-                legal = np.flatnonzero(obs["action_mask"])
-                action = int(legal[self.np_random.integers(len(legal))])
-            elif hasattr(policy, "act"):
+                action = int(random_legal_actions(obs["action_mask"][None], self.np_random)[0])
+            elif isinstance(policy, Policy):
                 action = int(policy.act(obs["observation"], obs["action_mask"]))
             else:
                 action = int(policy(obs["observation"], obs["action_mask"]))
@@ -170,7 +160,3 @@ class SingleAgentEnv(gymnasium.Env):
             print(text)
             return None
         return text
-
-
-def _is_policy(p: object) -> bool:
-    return hasattr(p, "act") or callable(p)

@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from butifarra_env.cards import N_CARDS, N_SUITS, SUIT
-from butifarra_env.game import (
+from butifarra_env.cards import ALL_CARDS, N_CARDS, N_SUITS, N_TRICKS, SUIT, TOTAL_POINTS
+from butifarra_env.game import Game
+from butifarra_env.options import MAX_DOUBLING_LEVEL
+from butifarra_env.rules import (
     N_SEATS,
     NO_TRUMP,
     PHASE_DOUBLING,
     PHASE_NAMES,
     TRUMP_UNSET,
-    Game,
 )
 
 CLIP = 255
@@ -38,11 +39,11 @@ FIELDS: tuple[tuple[str, int, str], ...] = (
     ("trick", N_SEATS * N_CARDS, "seat"),  # the card each seat has put on the current trick
     ("trick_leader", N_SEATS, "seat"),  # who led the current trick (all 0 when it is empty)
     ("voids", N_SEATS * N_SUITS, "seat"),  # seat failed to follow that suit
-    ("trump", 6, "shared"),  # oros, copas, espadas, bastos, butifarra, not chosen yet
+    ("trump", TRUMP_UNSET + 1, "shared"),  # oros, copas, espadas, bastos, butifarra, unset
     ("chooser", N_SEATS, "seat"),  # who chose trump (all 0 before)
     ("delegated", 1, "shared"),
     ("dealer", N_SEATS, "seat"),
-    ("doubling_level", 5, "shared"),  # 0 none .. 4 Verraca, one-hot
+    ("doubling_level", MAX_DOUBLING_LEVEL + 1, "shared"),  # 0 none .. 4 Verraca, one-hot
     ("doubling_turn", N_SEATS, "seat"),  # who is asked to double now (all 0 outside doubling)
     ("phase", len(PHASE_NAMES), "shared"),  # one-hot over PHASE_NAMES
     ("team_tricks", 2, "team"),  # counts 0-12
@@ -62,6 +63,57 @@ for _name, _size, _kind in FIELDS:
 OBS_SIZE = _o
 """Length of the observation vector."""
 SIZES = {name: size for name, size, _ in FIELDS}
+
+FIELD_MAX: dict[str, int] = {
+    **{name: 1 for name, _, _ in FIELDS},
+    "team_tricks": N_TRICKS,
+    "team_points": TOTAL_POINTS,
+    "hand_number": CLIP,
+    "match_scores": CLIP,
+    "target_score": CLIP,
+    "max_doubling_level": MAX_DOUBLING_LEVEL,
+    "butifarra_base": 2,
+}
+"""The largest value each field can hold (1 for the 0/1 fields): dividing by it puts every
+entry in [0, 1] (:func:`scale_vector`)."""
+BINARY_PREFIX = OFFSETS["team_tricks"]
+"""Every entry before this offset is 0 or 1 (cards, seats, one-hots): it packs into bits."""
+CARD_FIELDS = ("hand", "played", "trick")
+"""Fields made of 48-card blocks (one block, or one per relative seat)."""
+
+
+def field_slice(name: str) -> slice:
+    """Where field ``name`` lies in the vector."""
+    if name not in OFFSETS:
+        raise ValueError(f"unknown observation field {name!r}; fields: {list(OFFSETS)}")
+    return slice(OFFSETS[name], OFFSETS[name] + SIZES[name])
+
+
+def field(obs: np.ndarray, name: str) -> np.ndarray:
+    """Field ``name`` of one observation ``(491,)`` or a batch ``(..., 491)`` (a view)."""
+    return np.asarray(obs)[..., field_slice(name)]
+
+
+def scale_vector() -> np.ndarray:
+    """``float32`` (491,) multipliers that map every entry into [0, 1] (1 / :data:`FIELD_MAX`)."""
+    scale = np.ones(OBS_SIZE, np.float32)
+    for name, _, _ in FIELDS:
+        scale[field_slice(name)] = 1.0 / FIELD_MAX[name]
+    return scale
+
+
+def suit_permutation(order: tuple[int, ...] | list[int]) -> np.ndarray:
+    """Gather indices that relabel suits in an observation: suit ``k`` of the result is suit
+    ``order[k]`` of the input, in every card block, the void flags and the trump one-hot."""
+    idx = np.arange(OBS_SIZE)
+    cards = np.array([order[k] * 12 + n for k in range(N_SUITS) for n in range(12)])
+    for name in CARD_FIELDS:
+        for block in range(OFFSETS[name], OFFSETS[name] + SIZES[name], N_CARDS):
+            idx[block : block + N_CARDS] = block + cards
+    for block in range(OFFSETS["voids"], OFFSETS["voids"] + SIZES["voids"], N_SUITS):
+        idx[block : block + N_SUITS] = block + np.asarray(order)
+    idx[OFFSETS["trump"] : OFFSETS["trump"] + N_SUITS] = OFFSETS["trump"] + np.asarray(order)
+    return idx
 
 
 def _clip(x: int) -> int:
@@ -91,7 +143,7 @@ def encode(game: Game, seat: int) -> np.ndarray:
                 v[o["voids"] + r * N_SUITS + su] = 1
     if game.trick_leader >= 0:
         v[o["trick_leader"] + _rel(game.trick_leader, seat)] = 1
-    v[o["trump"] + (5 if game.trump == TRUMP_UNSET else game.trump)] = 1
+    v[o["trump"] + game.trump] = 1
     if game.chooser >= 0:
         v[o["chooser"] + _rel(game.chooser, seat)] = 1
     v[o["delegated"]] = game.delegated
@@ -138,7 +190,7 @@ def decode(obs: Any) -> dict[str, Any]:
         "trick": [int(np.flatnonzero(row)[0]) if row.any() else None for row in trick],
         "trick_leader": one_hot("trick_leader"),
         "voids": [[int(s) for s in np.flatnonzero(row)] for row in voids],
-        "trump": None if trump == 5 else trump,
+        "trump": None if trump == TRUMP_UNSET else trump,
         "butifarra": trump == NO_TRUMP,
         "chooser": one_hot("chooser"),
         "delegated": bool(field("delegated")[0]),
@@ -154,6 +206,94 @@ def decode(obs: Any) -> dict[str, Any]:
         "max_doubling_level": int(field("max_doubling_level")[0]),
         "butifarra_base": int(field("butifarra_base")[0]),
     }
+
+
+# --------------------------------------------------------------------------- bit views
+_BINARY_BYTES = (BINARY_PREFIX + 7) // 8
+
+
+def pack_bits(observation: np.ndarray) -> int:
+    """The 0/1 prefix of one observation as a Python int (bit i = entry i)."""
+    prefix = np.asarray(observation[:BINARY_PREFIX], dtype=np.uint8)
+    return int.from_bytes(np.packbits(prefix, bitorder="little").tobytes(), "little")
+
+
+def pack_bits_batch(observations: np.ndarray) -> list[int]:
+    """:func:`pack_bits` of every row of an ``(N, 491)`` batch."""
+    obs = np.asarray(observations)[:, :BINARY_PREFIX].astype(np.uint8, copy=False)
+    packed = np.packbits(obs, axis=1, bitorder="little")
+    raw, w = packed.tobytes(), packed.shape[1]
+    return [int.from_bytes(raw[i * w : (i + 1) * w], "little") for i in range(len(obs))]
+
+
+def _one_hot(bits: int, size: int) -> int:
+    b = bits & ((1 << size) - 1)
+    return b.bit_length() - 1 if b else -1
+
+
+class View:
+    """One observation as bitmasks and small ints, for agents that reason about cards.
+
+    Seats are relative (0 me, 1 next, 2 partner, 3 previous). Built from
+    :func:`pack_bits` with shifts alone, so it is cheap enough for every decision.
+    """
+
+    __slots__ = (
+        "hand",
+        "played",
+        "trick",
+        "leader",
+        "voids",
+        "trump",
+        "chooser",
+        "dealer",
+        "level",
+        "phase",
+        "unseen",
+        "n_trick",
+        "sizes",
+    )
+
+    def __init__(self, bits: int) -> None:
+        self.hand: int = bits & ALL_CARDS
+        """My cards."""
+        played = [(bits >> (_PLAYED_REL + N_CARDS * r)) & ALL_CARDS for r in range(N_SEATS)]
+        self.played: list[int] = played
+        """Cards each relative seat has played this hand."""
+        trick = [(bits >> (_TRICK_REL + N_CARDS * r)) & ALL_CARDS for r in range(N_SEATS)]
+        self.trick: list[int] = [t.bit_length() - 1 if t else -1 for t in trick]
+        """The card each relative seat has on the current trick (-1: none yet)."""
+        self.n_trick: int = sum(t >= 0 for t in self.trick)
+        self.leader: int = _one_hot(bits >> _LEADER_REL, N_SEATS)
+        v = bits >> _VOIDS_REL
+        self.voids: list[int] = [(v >> (N_SUITS * r)) & 15 for r in range(N_SEATS)]
+        """Bit s: that relative seat has shown it holds no card of suit s."""
+        trump = _one_hot(bits >> _TRUMP_REL, SIZES["trump"])
+        self.trump: int = TRUMP_UNSET if trump < 0 else trump
+        self.chooser: int = _one_hot(bits >> _CHOOSER_REL, N_SEATS)
+        self.dealer: int = _one_hot(bits >> _DEALER_REL, N_SEATS)
+        self.level: int = max(_one_hot(bits >> _LEVEL_REL, SIZES["doubling_level"]), 0)
+        self.phase: int = _one_hot(bits >> _PHASE_REL, SIZES["phase"])
+        self.unseen: int = ALL_CARDS & ~(self.hand | played[0] | played[1] | played[2] | played[3])
+        """Cards I have not seen: in the other three hands."""
+        self.sizes: list[int] = [N_TRICKS - p.bit_count() for p in played]
+        """Cards left in each relative seat's hand."""
+
+
+def read_view(observation: np.ndarray) -> View:
+    """Parse one observation vector into a :class:`View`."""
+    return View(pack_bits(observation))
+
+
+_PLAYED_REL = OFFSETS["played"]
+_TRICK_REL = OFFSETS["trick"]
+_LEADER_REL = OFFSETS["trick_leader"]
+_VOIDS_REL = OFFSETS["voids"]
+_TRUMP_REL = OFFSETS["trump"]
+_CHOOSER_REL = OFFSETS["chooser"]
+_DEALER_REL = OFFSETS["dealer"]
+_LEVEL_REL = OFFSETS["doubling_level"]
+_PHASE_REL = OFFSETS["phase"]
 
 
 # --------------------------------------------------------------------------- fast path
@@ -220,13 +360,13 @@ class Observer:
         """Rewrite the bidding fields (rare moves: at most a dozen per hand)."""
         c = self.canon
         t = _CANON["trump"]
-        c[t : t + 6] = 0
-        c[t + (5 if game.trump == TRUMP_UNSET else game.trump)] = 1
+        c[t : t + SIZES["trump"]] = 0
+        c[t + game.trump] = 1
         if game.chooser >= 0:
             c[_CANON["chooser"] + game.chooser] = 1
         c[_CANON["delegated"]] = game.delegated
         lv = _CANON["doubling_level"]
-        c[lv : lv + 5] = 0
+        c[lv : lv + SIZES["doubling_level"]] = 0
         c[lv + game.level] = 1
         dt = _CANON["doubling_turn"]
         c[dt : dt + N_SEATS] = 0
@@ -244,9 +384,9 @@ class Observer:
         c = self.canon
         c[_HANDS + seat * N_CARDS + action] = 0
         c[_PLAYED + seat * N_CARDS + action] = 1
-        if game.trick_count:
+        if game.cards_in_trick:
             c[_TRICK + seat * N_CARDS + action] = 1
-            if game.trick_count == 1:
+            if game.cards_in_trick == 1:
                 c[_LEADER + seat] = 1
                 return
             led = game.led_suit

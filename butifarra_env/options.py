@@ -5,12 +5,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from butifarra_env.rules import worst_hand_loss
+from butifarra_env.validate import check_int
+
 MAX_DOUBLING_LEVEL = 4
 
 
 @dataclass(frozen=True)
 class Options:
-    """Everything that changes the rules of an episode. Defaults are exactly RULES.md."""
+    """Everything that changes the rules of an episode. Defaults are exactly RULES.md.
+
+    Values are checked on construction (numpy integers are stored as ``int``); a bad one
+    raises ValueError naming the option and what is allowed.
+    """
 
     target_score: int | None = None
     """None: an episode is one hand. An int (101 in clubs; 51 and 151 are also played): an
@@ -23,35 +30,33 @@ class Options:
     """Seat 0-3 that deals the first hand; None draws it uniformly from the seed."""
 
     def __post_init__(self) -> None:
-        _check_int("target_score", self.target_score, 1, None, none_ok=True)
-        _check_int("max_doubling_level", self.max_doubling_level, 0, MAX_DOUBLING_LEVEL)
-        if self.butifarra_base not in (1, 2) or isinstance(self.butifarra_base, bool):
-            raise ValueError(f"butifarra_base must be 1 or 2, got {self.butifarra_base!r}")
-        _check_int("first_dealer", self.first_dealer, 0, 3, none_ok=True)
+        def store(name: str, value: object) -> None:
+            object.__setattr__(self, name, value)
+
+        store("target_score", check_int("target_score", self.target_score, 1, none_ok=True))
+        store(
+            "max_doubling_level",
+            check_int("max_doubling_level", self.max_doubling_level, 0, MAX_DOUBLING_LEVEL),
+        )
+        store("butifarra_base", check_int("butifarra_base", self.butifarra_base, 1, 2))
+        store("first_dealer", check_int("first_dealer", self.first_dealer, 0, 3, none_ok=True))
+
+    @property
+    def worst_hand_loss(self) -> int:
+        """The most a team can lose on one hand under these options (the illegal-move
+        penalty of ``butifarra_v0.env()``: an illegal move is never better than playing on)."""
+        return worst_hand_loss(self.max_doubling_level, self.butifarra_base)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Options:
+        if not isinstance(data, dict):
+            raise ValueError(f"options must be a dict, got {type(data).__name__}")
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(
                 f"unknown option(s) {sorted(unknown)}; allowed: {sorted(cls.__dataclass_fields__)}"
             )
         return cls(**data)
-
-
-def _check_int(name: str, value: object, lo: int, hi: int | None, none_ok: bool = False) -> None:
-    if value is None and none_ok:
-        return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < lo
-        or (hi is not None and value > hi)
-    ):
-        allowed = f"an int >= {lo}" if hi is None else f"an int {lo}-{hi}"
-        if none_ok:
-            allowed += " or None"
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")

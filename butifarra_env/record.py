@@ -1,8 +1,7 @@
-"""Game records: a JSON-serialisable account of one hand, its replay, and JSON Lines files.
+"""Game records: their replay and JSON Lines files.
 
-A record holds the deal (dealer, the four initial hands as card ids), every action as
-``[seat, action]`` in order, the options and the match context, and the result once the
-hand is over. :func:`replay` rebuilds the exact position, so every observation can be
+The format (:func:`game_record`) is :mod:`butifarra_env.record_format`; :func:`replay`
+rebuilds the exact position through ``butifarra_v0.raw_env``, so every observation can be
 reproduced from the record alone.
 """
 
@@ -10,38 +9,29 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-from butifarra_env.cards import cards_of
-from butifarra_env.game import Game
+from butifarra_env.env import raw_env
+from butifarra_env.errors import RecordError
+from butifarra_env.fileio import atomic_writer
 from butifarra_env.options import Options
+from butifarra_env.record_format import FORMAT_VERSION, REQUIRED_KEYS, game_record
 
-FORMAT_VERSION = 1
-_REQUIRED = ("format_version", "options", "dealer", "hands", "actions")
-
-
-class RecordError(ValueError):
-    """A record that is malformed or holds an illegal move; the message names the entry."""
-
-
-def game_record(game: Game) -> dict[str, Any]:
-    return {
-        "format_version": FORMAT_VERSION,
-        "env": "butifarra_v0",
-        "options": game.options.to_dict(),
-        "dealer": game.dealer,
-        "hands": [cards_of(h) for h in game.initial_hands],
-        "hand_number": game.hand_number,
-        "match_scores": list(game.match_scores),
-        "actions": [[s, a] for s, a in game.actions],
-        "result": game.result(),
-    }
+__all__ = [
+    "FORMAT_VERSION",
+    "RecordError",
+    "game_record",
+    "iter_replay",
+    "load_records",
+    "replay",
+    "save_records",
+]
 
 
-def replay(record: dict[str, Any], render_mode: str | None = None, reward_scale: float = 1.0):
+def replay(
+    record: dict[str, Any], render_mode: str | None = None, reward_scale: float = 1.0
+) -> raw_env:
     """A ``raw_env`` at the position after every action of ``record`` (validated on the way).
 
     Raises RecordError naming the entry that is malformed or illegal.
@@ -52,16 +42,14 @@ def replay(record: dict[str, Any], render_mode: str | None = None, reward_scale:
 
 def iter_replay(
     record: dict[str, Any], render_mode: str | None = None, reward_scale: float = 1.0
-) -> Iterator[Any]:
+) -> Iterator[raw_env]:
     """Yield the ``raw_env`` before the first action and after each action (the same object,
     advanced in place), for comparing observations step by step."""
-    from butifarra_env.env import raw_env
-
     if not isinstance(record, dict):
         raise RecordError(f"a record must be a dict, got {type(record).__name__}")
-    missing = [k for k in _REQUIRED if k not in record]
+    missing = [k for k in REQUIRED_KEYS if k not in record]
     if missing:
-        raise RecordError(f"record is missing {missing}; a record needs {list(_REQUIRED)}")
+        raise RecordError(f"record is missing {missing}; a record needs {list(REQUIRED_KEYS)}")
     if record["format_version"] != FORMAT_VERSION:
         raise RecordError(
             f"record format_version {record['format_version']!r} is not supported "
@@ -79,11 +67,11 @@ def iter_replay(
                 "hands": record["hands"],
                 "hand_number": record.get("hand_number", 0),
                 "match_scores": record.get("match_scores", [0, 0]),
+                "one_hand": True,  # a record is one hand: do not deal the next one of a match
             }
         )
     except (TypeError, ValueError) as e:
         raise RecordError(f"record deal ('dealer'/'hands'/match context): {e}") from None
-    env._stop_at_hand_end = True  # a record is one hand: do not deal the next one of a match
     hand = env.game
     yield env
     actions = record["actions"]
@@ -114,17 +102,9 @@ def iter_replay(
 
 def save_records(path: str | os.PathLike[str], records: Iterable[dict[str, Any]]) -> None:
     """Write records as JSON Lines, atomically (a crash never leaves half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(json.dumps(record, separators=(",", ":")) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path, "w") as f:
+        for record in records:
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
 
 
 def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -11,13 +11,13 @@ from butifarra_env.cards import (
     cards_of,
     sort_key,
 )
-from butifarra_env.game import (
+from butifarra_env.game import Game
+from butifarra_env.rules import (
     N_SEATS,
     NO_TRUMP,
     PHASE_NAMES,
     PHASE_PLAY,
     TRUMP_UNSET,
-    Game,
 )
 
 TEAM_NAMES = ("A (0+2)", "B (1+3)")
@@ -64,7 +64,7 @@ def render_text(game: Game, seat: int | None = None, target_score: int | None = 
         )
     if game.phase == PHASE_PLAY:
         lines.append(f"Trick {len(game.tricks) + (game.phase == PHASE_PLAY)}: " + _trick(game))
-    if game.tricks and game.trick_count == 0:
+    if game.tricks and game.cards_in_trick == 0:
         leader, cards, winner = game.tricks[-1]
         order = [(leader + i) % N_SEATS for i in range(N_SEATS)]
         shown = ", ".join(f"p{s} {card_name(cards[s])}" for s in order)
@@ -81,10 +81,10 @@ def render_text(game: Game, seat: int | None = None, target_score: int | None = 
 
 
 def _trick(game: Game) -> str:
-    if game.trick_count == 0:
+    if game.cards_in_trick == 0:
         return "(empty)"
     out = []
-    for i in range(game.trick_count):
+    for i in range(game.cards_in_trick):
         s = (game.trick_leader + i) % N_SEATS
         c = game.trick_cards[s]
         mark = " (winning)" if s == game.win_seat else ""

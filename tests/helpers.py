@@ -6,8 +6,9 @@ import numpy as np
 
 from butifarra_env.actions import BUTIFARRA, TRUMP_BASE
 from butifarra_env.cards import cards_of, mask_of, parse_card
-from butifarra_env.game import NO_TRUMP, Game, random_deal
+from butifarra_env.game import Game
 from butifarra_env.options import Options
+from butifarra_env.rules import NO_TRUMP, random_deal
 
 
 def cards(text: str) -> list[int]:

@@ -17,9 +17,10 @@ from agents import Agent, RandomAgent, RuleBasedAgent, make_agent
 from agents.base import AGENT_FACTORIES, agent_names, register_agent
 from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, N_ACTIONS, PASS, TRUMP_BASE
 from butifarra_env.cards import cards_of, parse_card
-from butifarra_env.game import PHASE_PLAY, Game, random_deal
+from butifarra_env.game import Game
 from butifarra_env.observation import OBS_SIZE, OFFSETS, Observer, decode, encode
 from butifarra_env.options import Options
+from butifarra_env.rules import PHASE_PLAY, random_deal
 from tests.helpers import cards
 
 # --------------------------------------------------------------------------- helpers

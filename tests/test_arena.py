@@ -10,12 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents import RandomAgent, RuleBasedAgent
-from butifarra_env.game import deal
+from agents import RandomAgent, RuleBasedAgent, arena
+from agents.arena import CHUNK_DEALS, duel, mean_ci, round_robin, t_quantile
+from butifarra.cli import main
 from butifarra_env.options import Options
-from train import arena
-from train.arena import CHUNK_DEALS, duel, mean_ci, round_robin, t_quantile
-from train.cli import main
+from butifarra_env.rules import deal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -171,7 +170,7 @@ def test_console_script_exit_status_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "broken.pt"
     bad.write_bytes(b"not a checkpoint")
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from train.cli import main; sys.exit(main())",
+        [sys.executable, "-c", "import sys; from butifarra.cli import main; sys.exit(main())",
          "arena", "rule", f"ppo:{bad}", "-n", "5"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip

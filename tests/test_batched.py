@@ -15,14 +15,14 @@ from butifarra_env import butifarra_v0
 from butifarra_env.actions import DOUBLE, N_ACTIONS, PASS
 from butifarra_env.batched import BatchedEnv
 from butifarra_env.cards import N_CARDS, cards_of
-from butifarra_env.game import (
+from butifarra_env.observation import OBS_SIZE, OFFSETS, STATE_SIZE, encode, encode_state
+from butifarra_env.options import Options
+from butifarra_env.rules import (
     N_SEATS,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_PLAY,
 )
-from butifarra_env.observation import OBS_SIZE, OFFSETS, STATE_SIZE, encode, encode_state
-from butifarra_env.options import Options
 
 AGENTS = [f"player_{i}" for i in range(N_SEATS)]
 
@@ -313,7 +313,7 @@ def test_random_deals_are_uniform() -> None:
 
 def test_constructor_validates() -> None:
     for bad in (0, -2, 2.5, True, "4", None):
-        with pytest.raises(ValueError, match="num_envs must be a positive int"):
+        with pytest.raises(ValueError, match="num_envs must be an int >= 1"):
             BatchedEnv(bad)  # type: ignore[arg-type]
     for options in (
         {"max_doubling_level": 5},

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from train.cli import main
-from train.demo import run_demo
+from butifarra.cli import main
+from butifarra.demo import run_demo
 
 
 def test_demo_narrates_a_hand_and_prints_the_table() -> None:

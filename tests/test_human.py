@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from agents import RandomAgent, RuleBasedAgent
+from butifarra.play import explain_illegal_card, parse_choice, play, render_view
 from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
 from butifarra_env.cards import parse_card
-from butifarra_env.game import NO_TRUMP, Game, random_deal
+from butifarra_env.game import Game
 from butifarra_env.options import Options
 from butifarra_env.record import load_records, replay
+from butifarra_env.rules import NO_TRUMP, random_deal
 from tests.helpers import play_position
-from train.human import explain_illegal_card, parse_choice, play, render_view
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -158,7 +159,7 @@ def test_play_rejects_bad_setup() -> None:
 def test_butifarra_play_command(tmp_path: Path) -> None:
     save = tmp_path / "rec.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from train.cli import main; sys.exit(main())",
+        [sys.executable, "-c", "import sys; from butifarra.cli import main; sys.exit(main())",
          "play", "--seed", "4", "--dealer", "0", "--opponents", "random", "--save", str(save)],
         input=script("¿?", "zzz", "oros"), capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
@@ -170,7 +171,7 @@ def test_butifarra_play_command(tmp_path: Path) -> None:
 
 def test_butifarra_play_bad_agent_is_one_line() -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from train.cli import main; sys.exit(main())",
+        [sys.executable, "-c", "import sys; from butifarra.cli import main; sys.exit(main())",
          "play", "--partner", "grandma"],
         input="", capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip

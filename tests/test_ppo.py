@@ -303,9 +303,10 @@ def test_smoke_training_subprocess(tmp_path: Path) -> None:
 
 
 def test_hidden_hands_for_central_critic() -> None:
-    from butifarra_env.game import Game, random_deal
+    from butifarra_env.game import Game
     from butifarra_env.observation import encode_state
     from butifarra_env.options import Options
+    from butifarra_env.rules import random_deal
     from train.ppo import hidden_hands
 
     game = Game(Options(), 0, random_deal(np.random.default_rng(4), 0))

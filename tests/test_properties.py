@@ -8,10 +8,11 @@ from hypothesis import strategies as st
 
 from butifarra_env import butifarra_v0
 from butifarra_env.cards import N_CARDS
-from butifarra_env.game import Game, random_deal
+from butifarra_env.game import Game
 from butifarra_env.observation import Observer, canonical, encode
 from butifarra_env.options import Options
 from butifarra_env.record import iter_replay
+from butifarra_env.rules import random_deal
 
 options_st = st.builds(
     Options,

@@ -7,19 +7,19 @@ import pytest
 
 from butifarra_env import butifarra_v0
 from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
-from butifarra_env.game import (
+from butifarra_env.errors import IllegalActionError
+from butifarra_env.game import Game
+from butifarra_env.options import Options
+from butifarra_env.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_DOUBLING,
     PHASE_PLAY,
-    Game,
-    IllegalActionError,
     hand_scores,
     multiplier,
     random_deal,
 )
-from butifarra_env.options import Options
 
 TRUMP_ACTIONS = [48, 49, 50, 51, 52]
 

@@ -38,8 +38,8 @@ import torch.nn as nn
 
 from butifarra_env.actions import N_ACTIONS
 from butifarra_env.cards import N_CARDS
-from butifarra_env.game import N_SEATS
 from butifarra_env.observation import FIELDS, OBS_SIZE, OFFSETS
+from butifarra_env.rules import N_SEATS
 
 CHECKPOINT_FORMAT = "butifarra-ppo"
 CHECKPOINT_VERSION = 1
@@ -138,7 +138,7 @@ class Config:
     eval_deals: int = 1000
     """Duplicate deals per interval evaluation (each played with both seatings)."""
     eval_backend: str = "arena"
-    """"arena": train/arena.py duel (reference engine); "batched": same protocol on the
+    """"arena": agents/arena.py duel (reference engine); "batched": same protocol on the
     batched engine (faster, used where the arena is unavailable)."""
     eval_seed: int = 12345
     """Seed of the fixed evaluation deal set."""
@@ -913,8 +913,8 @@ class Trainer:
         eval_rng = np.random.default_rng(cfg.eval_seed)
         out: dict[str, float] = {}
         if cfg.eval_backend == "arena":
+            from agents.arena import duel
             from agents.ppo_agent import PPOAgent
-            from train.arena import duel
 
             me = PPOAgent.from_model(self.model, device=str(self.device), seed=0)
             names = ("random", "rule") if self.rule_agent is not None else ("random",)

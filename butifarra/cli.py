@@ -109,7 +109,7 @@ def add_arena_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_arena(args: argparse.Namespace) -> int:
-    from train.arena import atomic_write, duel, round_robin
+    from agents.arena import atomic_write, duel, round_robin
 
     if len(args.agents) < 2:
         raise CLIError("the arena needs at least two agents, e.g. 'butifarra arena rule random'")
@@ -142,7 +142,7 @@ def run_arena(args: argparse.Namespace) -> int:
         if args.out:
             import json
 
-            from train.arena import hands_csv
+            from agents.arena import hands_csv
 
             atomic_write(args.out + ".json", json.dumps(res.to_dict(), indent=2) + "\n")
             atomic_write(args.out + ".csv", hands_csv(res))
@@ -187,7 +187,7 @@ def add_play_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_play(args: argparse.Namespace) -> int:
-    from train.human import play
+    from butifarra.play import play
 
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     opp = [s.strip() for s in args.opponents.split(",")]
@@ -216,7 +216,7 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from train.demo import run_demo as demo
+    from butifarra.demo import run_demo as demo
 
     return demo(deals=args.deals, seed=args.seed, workers=args.workers)
 

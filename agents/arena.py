@@ -12,7 +12,7 @@ whole batch). Deals are cut into fixed chunks; each chunk's deals and agent seed
 derive from ``(seed, chunk)`` alone, so results do not depend on the number of workers.
 
 Python API: :func:`duel` -> :class:`DuelResult`, :func:`round_robin` ->
-:class:`RoundRobinResult`; the CLI is ``butifarra arena`` (:mod:`train.cli`).
+:class:`RoundRobinResult`; the CLI is ``butifarra arena`` (:mod:`butifarra.cli`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from agents.base import Agent, make_agent
-from butifarra_env.game import Game, random_deal
+from butifarra_env.game import Game
 from butifarra_env.observation import PERMUTATION, Observer
 from butifarra_env.options import Options
+from butifarra_env.rules import random_deal
 
 CHUNK_DEALS = 64
 """Deals per unit of work. Results depend on it (agent reseeding), never on ``workers``."""

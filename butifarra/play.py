@@ -44,18 +44,18 @@ from butifarra_env.cards import (
     parse_card,
     sort_key,
 )
-from butifarra_env.game import (
+from butifarra_env.game import Game
+from butifarra_env.observation import Observer
+from butifarra_env.options import Options
+from butifarra_env.record import game_record, load_records, save_records
+from butifarra_env.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_DOUBLING,
     PHASE_PLAY,
-    Game,
     random_deal,
 )
-from butifarra_env.observation import Observer
-from butifarra_env.options import Options
-from butifarra_env.record import game_record, load_records, save_records
 
 EXIT_INTERRUPTED = 130
 
@@ -114,7 +114,7 @@ def seat_label(seat: int, me: int) -> str:
 
 
 def contract_text(game: Game) -> str:
-    if game.trump < 0:
+    if game.trump == TRUMP_UNSET:
         return "trump not chosen yet"
     what = "butifarra (no trump)" if game.trump == NO_TRUMP else f"trump {SUIT_NAMES[game.trump]}"
     dbl = f", {DOUBLING_NAMES[game.level]}" if game.level else ""

@@ -11,13 +11,13 @@ import os
 import sys
 from typing import TextIO
 
+from agents.arena import duel, format_table
 from agents.base import Agent, make_agent
 from butifarra_env import butifarra_v0
 from butifarra_env.actions import action_name
 from butifarra_env.cards import card_name
-from butifarra_env.game import N_SEATS
 from butifarra_env.render import render_text, trump_text
-from train.arena import duel, format_table
+from butifarra_env.rules import N_SEATS
 
 
 def _agents(seed: int, out: TextIO) -> dict[str, Agent]:

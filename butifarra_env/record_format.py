@@ -1,0 +1,32 @@
+"""The game-record format: a JSON-serialisable account of one hand (format version 1).
+
+A record holds the deal (dealer, the four initial hands as card ids), every action as
+``[seat, action]`` in order, the options and the match context, and the result once the hand
+is over. :mod:`butifarra_env.record` replays records and reads and writes JSON Lines files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from butifarra_env.cards import cards_of
+from butifarra_env.game import Game
+
+FORMAT_VERSION = 1
+ENV_NAME = "butifarra_v0"
+REQUIRED_KEYS = ("format_version", "options", "dealer", "hands", "actions")
+
+
+def game_record(game: Game) -> dict[str, Any]:
+    """The hand of ``game`` (finished or not) as a record."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "env": ENV_NAME,
+        "options": game.options.to_dict(),
+        "dealer": game.dealer,
+        "hands": [cards_of(h) for h in game.initial_hands],
+        "hand_number": game.hand_number,
+        "match_scores": list(game.match_scores),
+        "actions": [[s, a] for s, a in game.actions],
+        "result": game.result(),
+    }

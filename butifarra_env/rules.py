@@ -1,0 +1,267 @@
+"""The rules of docs/RULES.md as pure functions on bitmask hands: the one place they live.
+
+Every rule the project applies is here, once: the legal-card algorithm, who wins a trick,
+the deal, the order of the doubling chain, the multiplier and the hand score, and how a
+match moves from hand to hand. :class:`~butifarra_env.game.Game` is the state machine that
+calls them; the batched engine builds its lookup tables from them (and a differential test
+holds it to ``Game``); the rule-based agent, terminal play and the arena call them too.
+
+Numbers are plain ``int`` (a hand is a 48-bit mask, bit ``c`` = card ``c``). Functions that
+only do arithmetic (:func:`next_seat`, :func:`multiplier`, :func:`match_over`...) work the
+same on numpy integer arrays, which is how the batched engine uses them. numpy only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import numpy as np
+
+from butifarra_env.cards import ALL_CARDS, BEATS, HALF_POINTS, N_CARDS, SUIT, SUIT_MASK
+
+N_SEATS = 4
+
+# Trump values (also the index of the one-hot ``trump`` field of the observation).
+NO_TRUMP = 4
+"""Butifarra: no trump suit."""
+TRUMP_UNSET = 5
+"""Trump not chosen yet."""
+NO_SUIT = 4
+"""Led-suit value while the trick is empty."""
+
+# Phases, in the order a hand goes through them.
+PHASE_CHOOSE_TRUMP = 0  # the dealer chooses a suit, butifarra, or delegates
+PHASE_CHOOSE_TRUMP_DELEGATED = 1  # the dealer's partner must choose (cannot delegate back)
+PHASE_DOUBLING = 2  # contrar / recontrar / Sant Vicenç / Verraca
+PHASE_PLAY = 3  # twelve tricks
+PHASE_HAND_OVER = 4
+PHASE_NAMES = ("choose_trump", "choose_trump_delegated", "doubling", "play", "hand_over")
+
+Int = TypeVar("Int", int, np.ndarray)
+"""A seat, score or level: a Python int, or a numpy integer array (batched)."""
+
+
+# --------------------------------------------------------------------------- seats
+def team_of(seat: Int) -> Int:
+    """Team 0 (A) = seats {0, 2}; team 1 (B) = seats {1, 3}."""
+    return seat & 1
+
+
+def next_seat(seat: Int) -> Int:
+    """The player who plays after ``seat`` (RULES.md: always ``(seat + 1) % 4``)."""
+    return (seat + 1) & 3
+
+
+def partner_of(seat: Int) -> Int:
+    return (seat + 2) & 3
+
+
+def mano(dealer: Int) -> Int:
+    """The player after the dealer: leads the first trick, whoever chose trump."""
+    return next_seat(dealer)
+
+
+# --------------------------------------------------------------------------- the deal
+def deal(permutation: Any, dealer: int) -> list[int]:
+    """Deal a shuffled deck (a permutation of 0..47) four cards at a time, starting with the
+    player after the dealer, as at the table. Returns the four hands as bitmasks by seat."""
+    hands = [0, 0, 0, 0]
+    for packet in range(N_CARDS // 4):
+        seat = (dealer + 1 + packet) % N_SEATS
+        for c in permutation[4 * packet : 4 * packet + 4]:
+            hands[seat] |= 1 << int(c)
+    return hands
+
+
+DEAL_ORDER = tuple(tuple(p for p in range(N_CARDS) if (p // 4) % N_SEATS == r) for r in range(4))
+"""``DEAL_ORDER[r]``: the deck positions that the ``r``-th player after the dealer receives
+under :func:`deal` (for vectorised dealing)."""
+
+
+def random_deal(rng: np.random.Generator, dealer: int) -> list[int]:
+    """A uniformly shuffled deck dealt by :func:`deal`."""
+    return deal(rng.permutation(N_CARDS), dealer)
+
+
+def draw_dealer(rng: np.random.Generator, fixed: int | None) -> int:
+    """The first dealer of an episode: ``fixed`` when given, else uniform from ``rng``."""
+    return int(rng.integers(N_SEATS)) if fixed is None else fixed
+
+
+# --------------------------------------------------------------------------- tricks
+def winners(trump: int, win: int) -> int:
+    """The cards that take the trick from the winning card ``win`` under ``trump``: the
+    stronger cards of its suit, plus every trump when ``win`` is not one. Every card when
+    the trick is empty (``win`` outside 0-47) or before trump is chosen."""
+    if not 0 <= win < N_CARDS or trump == TRUMP_UNSET:
+        return ALL_CARDS
+    beat = BEATS[win]
+    if trump < NO_TRUMP and SUIT[win] != trump:
+        beat |= SUIT_MASK[trump]
+    return beat
+
+
+def beats(card: int, win: int, trump: int) -> bool:
+    """Does ``card`` take a trick that ``win`` is winning? (higher of its suit, or a trump
+    on a non-trump)."""
+    return bool((winners(trump, win) >> card) & 1)
+
+
+def trick_winner(cards_in_order: list[int] | tuple[int, ...], trump: int) -> int:
+    """Index (0 = the leader) of the card that wins a trick whose cards were played in this
+    order: the highest trump, else the highest card of the led suit."""
+    best = 0
+    for i in range(1, len(cards_in_order)):
+        if beats(cards_in_order[i], cards_in_order[best], trump):
+            best = i
+    return best
+
+
+def legal_cards(hand: int, led_suit: int, win: int, partner_winning: bool, trump: int) -> int:
+    """The legal-card algorithm of RULES.md (rules 1-5) as one bitmask expression.
+
+    ``led_suit`` is :data:`NO_SUIT` when leading; ``win`` is the card winning the trick and
+    ``partner_winning`` whether the mover's partner played it::
+
+        follow = hand & SUIT_MASK[led]        # every card when leading (rule 1)
+        base   = follow or hand               # follow suit when able (rules 2, 3)
+        beat   = base & winners(trump, W)     # only against an opponent (rule 2)
+        legal  = beat or base                 # beat when able; never forced to under-trump
+    """
+    follow = hand if led_suit == NO_SUIT else hand & SUIT_MASK[led_suit]
+    base = follow or hand
+    if partner_winning or led_suit == NO_SUIT:
+        return base
+    return (base & winners(trump, win)) or base
+
+
+def legal_card_rule(hand: int, led_suit: int, win: int, partner_winning: bool, trump: int) -> int:
+    """Which numbered rule of RULES.md decides the legal cards here (1-5), for explanations."""
+    if led_suit == NO_SUIT:
+        return 1
+    if partner_winning:
+        return 2
+    if hand & SUIT_MASK[led_suit]:
+        return 3
+    return 5 if trump == NO_TRUMP else 4
+
+
+# --------------------------------------------------------------------------- bidding
+TRUMP_CHOICES = 5
+"""Suits 0-3 and butifarra (:data:`NO_TRUMP`)."""
+
+
+def first_asked_to_double(chooser: Int) -> Int:
+    """After the declaration, the defender after the chooser is asked first."""
+    return next_seat(chooser)
+
+
+def asked_after_double(doubler: Int) -> Int:
+    """After a double, the other team is asked, starting with the player after the doubler."""
+    return next_seat(doubler)
+
+
+def asked_after_pass(seat: Int) -> Int:
+    """After a first pass, the passer's partner is asked (a second pass starts the play)."""
+    return partner_of(seat)
+
+
+def multiplier(trump: Int, level: Int, butifarra_base: int = 2) -> Int:
+    """base (``butifarra_base`` for butifarra, 1 for a suit) times 2 per doubling level."""
+    if isinstance(trump, np.ndarray):
+        return np.where(trump == NO_TRUMP, butifarra_base, 1) << level
+    return (butifarra_base if trump == NO_TRUMP else 1) << level
+
+
+# --------------------------------------------------------------------------- scoring
+def hand_scores(team_points: Any, mult: Any) -> Any:
+    """Only the team above 36 scores ``(its points - 36) x multiplier``; 36-36 scores nothing.
+
+    ``team_points`` is ``(team A, team B)``; or an ``(N, 2)`` array with ``mult`` ``(N,)``,
+    giving ``(N, 2)`` scores.
+    """
+    if isinstance(team_points, np.ndarray):
+        m = np.asarray(mult)[..., None]
+        return np.where(team_points > HALF_POINTS, (team_points - HALF_POINTS) * m, 0)
+    a, b = team_points
+    if a > HALF_POINTS:
+        return ((a - HALF_POINTS) * mult, 0)
+    if b > HALF_POINTS:
+        return (0, (b - HALF_POINTS) * mult)
+    return (0, 0)
+
+
+SEAT_SIGN = (1, -1, 1, -1)
+"""Each seat's share of team A's margin: the default rewards are ``SEAT_SIGN[s] * (A - B)``."""
+
+
+def seat_rewards(scores: tuple[int, int]) -> tuple[int, int, int, int]:
+    """RULES.md rewards: each player gets its team's score minus the other team's."""
+    margin = scores[0] - scores[1]
+    return (margin, -margin, margin, -margin)
+
+
+def worst_hand_loss(max_doubling_level: int, butifarra_base: int) -> int:
+    """The most a team can lose on one hand under these options (the illegal-move penalty of
+    ``butifarra_v0.env()``, so that an illegal move is never better than playing on)."""
+    return HALF_POINTS * butifarra_base * (1 << max_doubling_level)
+
+
+# --------------------------------------------------------------------------- matches
+def next_dealer(dealer: Int) -> Int:
+    """Each new hand of a match, the deal passes to the next player."""
+    return next_seat(dealer)
+
+
+def match_over(match_scores: Any, target: int) -> Any:
+    """Has a team reached the target? (``(2,)`` scores, or ``(N, 2)`` arrays -> ``(N,)``)"""
+    if isinstance(match_scores, np.ndarray):
+        return match_scores.max(axis=-1) >= target
+    return max(match_scores) >= target
+
+
+def match_winner(match_scores: tuple[int, int] | list[int], target: int) -> int | None:
+    """The team that reached the target (only one team scores per hand), else None."""
+    if match_scores[0] >= target:
+        return 0
+    if match_scores[1] >= target:
+        return 1
+    return None
+
+
+class Match:
+    """Where a match stands between hands: the one match loop of the project.
+
+    ``target`` None means an episode is one hand. :meth:`add_hand` books a finished hand's
+    scores and says whether the match goes on; :attr:`dealer`, :attr:`hand_number` and
+    :attr:`scores` then describe the next hand.
+    """
+
+    __slots__ = ("target", "dealer", "hand_number", "scores")
+
+    def __init__(
+        self,
+        target: int | None,
+        dealer: int,
+        hand_number: int = 0,
+        scores: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.target = target
+        self.dealer = dealer
+        self.hand_number = hand_number
+        self.scores = (int(scores[0]), int(scores[1]))
+
+    @property
+    def winner(self) -> int | None:
+        return None if self.target is None else match_winner(self.scores, self.target)
+
+    def add_hand(self, hand_scores: tuple[int, int]) -> bool:
+        """Book a finished hand; True when another hand follows (dealer rotated)."""
+        if self.target is None:
+            return False
+        self.scores = (self.scores[0] + hand_scores[0], self.scores[1] + hand_scores[1])
+        if match_over(self.scores, self.target):
+            return False
+        self.dealer = next_dealer(self.dealer)
+        self.hand_number += 1
+        return True

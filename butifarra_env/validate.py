@@ -1,0 +1,125 @@
+"""Checks for everything a user hands the project: one place, used by every entry point.
+
+Each check returns the value in its canonical type (numpy integers become ``int``) or raises
+``ValueError`` naming the argument, what was given and what is allowed. Nothing is changed
+before every check has passed, so a refused call leaves state as it was.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from butifarra_env.cards import ALL_CARDS, N_CARDS, N_TRICKS
+from butifarra_env.rules import N_SEATS
+
+RENDER_MODES = ("human", "ansi")
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def is_int(value: object) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_int(
+    name: str, value: object, lo: int | None = None, hi: int | None = None, none_ok: bool = False
+) -> Any:
+    """``value`` as an ``int`` in ``[lo, hi]`` (None allowed when ``none_ok``)."""
+    if value is None and none_ok:
+        return None
+    if (
+        not is_int(value)
+        or (lo is not None and value < lo)  # type: ignore[operator]
+        or (hi is not None and value > hi)  # type: ignore[operator]
+    ):
+        if lo is not None and hi is not None:
+            allowed = f"an int {lo}-{hi}"
+        elif lo is not None:
+            allowed = f"an int >= {lo}"
+        else:
+            allowed = "an int"
+        if none_ok:
+            allowed += " or None"
+        raise ValueError(f"{name} must be {allowed}, got {_describe(value)}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def check_number(name: str, value: object, lo: float, lo_inclusive: bool = False) -> float:
+    """``value`` as a finite ``float`` above ``lo`` (or at least ``lo``)."""
+    ok = (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value)
+        and (value >= lo if lo_inclusive else value > lo)
+    )
+    if not ok:
+        rel = ">=" if lo_inclusive else ">"
+        raise ValueError(f"{name} must be a finite number {rel} {lo:g}, got {_describe(value)}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_seed(value: object, name: str = "seed") -> int | None:
+    """A seed: None or an int >= 0 (what numpy's generators accept)."""
+    return check_int(name, value, 0, None, none_ok=True)  # type: ignore[no-any-return]
+
+
+def check_render_mode(render_mode: object) -> str | None:
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(
+            f"render_mode must be None or one of {list(RENDER_MODES)}, got {_describe(render_mode)}"
+        )
+    return render_mode  # type: ignore[return-value]
+
+
+def check_reward_scale(reward_scale: object) -> float:
+    return check_number("reward_scale", reward_scale, 0.0)
+
+
+def check_deal(dealer: object, hands: object) -> tuple[int, list[int]]:
+    """A fixed deal: a dealer seat and four lists of 12 card ids (each card once).
+
+    Returns the dealer and the four hands as bitmasks.
+    """
+    d = check_int("dealer", dealer, 0, N_SEATS - 1)
+    if (
+        isinstance(hands, (str, bytes))
+        or not isinstance(hands, (list, tuple, np.ndarray))
+        or len(hands) != N_SEATS
+    ):
+        raise ValueError(f"hands must be four lists of 12 card ids (0-47), got {_describe(hands)}")
+    masks = []
+    for seat, cards in enumerate(hands):
+        if isinstance(cards, (str, bytes)) or not isinstance(cards, (list, tuple, np.ndarray)):
+            raise ValueError(f"hands[{seat}] must be a list of 12 card ids, got {_describe(cards)}")
+        if not all(is_int(c) for c in cards):
+            raise ValueError(f"hands[{seat}] must hold int card ids 0-47, got {_describe(cards)}")
+        ids = [int(c) for c in cards]
+        if len(ids) != N_TRICKS or any(not 0 <= c < N_CARDS for c in ids) or len(set(ids)) != 12:
+            raise ValueError(f"hands[{seat}] must hold 12 distinct card ids 0-47, got {ids}")
+        masks.append(sum(1 << c for c in ids))
+    if masks[0] | masks[1] | masks[2] | masks[3] != ALL_CARDS:
+        raise ValueError("hands: the four hands must hold each of the 48 cards exactly once")
+    return d, masks
+
+
+def check_match_position(hand_number: object, match_scores: object) -> tuple[int, tuple[int, int]]:
+    """A match position to resume: hand number >= 0 and two team scores >= 0."""
+    n = check_int("hand_number", hand_number, 0)
+    if (
+        isinstance(match_scores, (str, bytes))
+        or not isinstance(match_scores, (list, tuple, np.ndarray))
+        or len(match_scores) != 2
+    ):
+        raise ValueError(f"match_scores must be two ints >= 0, got {_describe(match_scores)}")
+    a = check_int("match_scores[0]", match_scores[0], 0)
+    b = check_int("match_scores[1]", match_scores[1], 0)
+    return n, (a, b)
