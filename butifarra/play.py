@@ -54,6 +54,7 @@ from butifarra_env.rules import (
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_DOUBLING,
     PHASE_PLAY,
+    TRUMP_UNSET,
     random_deal,
 )
 
