@@ -1,7 +1,30 @@
-"""Agents that play Butifarra from a seat's observation: the interface, baselines, registry."""
+"""Agents that play Butifarra from a seat's observation: the interface, baselines, registry.
 
-from agents.base import Agent, agent_names, make_agent, register_agent
+Layers: :mod:`agents.base` (the :class:`Agent` interface) < the concrete agents
+(:mod:`agents.random_agent`, :mod:`agents.rule_based`, :mod:`agents.ppo_agent`) <
+:mod:`agents.registry` (build by name) < evaluation (:mod:`agents.arena`,
+:mod:`agents.stats`). Importing this package loads neither torch nor the arena.
+"""
+
+from agents.base import Agent, check_batch
 from agents.random_agent import RandomAgent
+from agents.registry import (
+    AGENT_FACTORIES,
+    DEFAULT_PPO_CHECKPOINT,
+    agent_names,
+    make_agent,
+    register_agent,
+)
 from agents.rule_based import RuleBasedAgent
 
-__all__ = ["Agent", "RandomAgent", "RuleBasedAgent", "agent_names", "make_agent", "register_agent"]
+__all__ = [
+    "AGENT_FACTORIES",
+    "DEFAULT_PPO_CHECKPOINT",
+    "Agent",
+    "RandomAgent",
+    "RuleBasedAgent",
+    "agent_names",
+    "check_batch",
+    "make_agent",
+    "register_agent",
+]

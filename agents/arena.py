@@ -27,22 +27,25 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from agents.base import Agent, make_agent
+from agents.base import Agent
+from agents.registry import make_agent
+from agents.stats import mean_ci, t_quantile
+from butifarra_env.actions import masks_from_bits
+from butifarra_env.fileio import atomic_write_text
 from butifarra_env.game import Game
 from butifarra_env.observation import PERMUTATION, Observer
 from butifarra_env.options import Options
-from butifarra_env.rules import random_deal
+from butifarra_env.rules import Match, draw_dealer, random_deal
 
 CHUNK_DEALS = 64
 """Deals per unit of work. Results depend on it (agent reseeding), never on ``workers``."""
 
 HAND_FIELDS = (
-    "deal",  # deal index (or match index for match hands)
+    "deal",  # deal index (match index for the hands of matches)
     "swapped",  # 0: A's team sits at seats {0, 2}; 1: at seats {1, 3}
     "dealer",
     "trump",  # 0-3 suit, 4 butifarra
@@ -56,6 +59,9 @@ HAND_FIELDS = (
     "score_b",
 )
 """Columns of :attr:`DuelResult.hands` (one row per hand played)."""
+MATCH_HAND_FIELDS = (*HAND_FIELDS, "hand_number", "match_score_a", "match_score_b")
+"""Columns of :attr:`MatchStats.hands`: :data:`HAND_FIELDS` (``deal`` is the match index)
+plus the hand's number in its match and the match scores before it, from A's side."""
 
 DealFn = Callable[[np.random.Generator], tuple[int, list[int]]]
 """``deal_fn(rng) -> (dealer, four hand bitmasks)``; must be a module-level function
@@ -64,7 +70,7 @@ DealFn = Callable[[np.random.Generator], tuple[int, list[int]]]
 
 def uniform_deal(rng: np.random.Generator) -> tuple[int, list[int]]:
     """The default dealing: a uniform dealer and a uniformly shuffled deck."""
-    dealer = int(rng.integers(4))
+    dealer = draw_dealer(rng, None)
     return dealer, random_deal(rng, dealer)
 
 
@@ -75,25 +81,17 @@ class _Table:
     __slots__ = ("game", "observer", "seat_agent", "hands_done", "key", "match")
 
     game: Game
+    match: Match
 
     def __init__(self, seat_agent: tuple[int, int, int, int], key: tuple[int, int]) -> None:
         self.seat_agent = seat_agent  # index into the agent list, by seat
         self.key = key  # (deal or match index, swapped)
         self.observer = Observer()
         self.hands_done: list[Game] = []
-        self.match = [0, 0, 0, 0]  # matches: hand number, team 0 and team 1 scores, dealer
 
     def start(self, game: Game) -> None:
         self.game = game
         self.observer.reset(game)
-
-
-def _masks(games: Sequence[Game]) -> np.ndarray:
-    raw = b"".join(g.legal.to_bytes(7, "little") for g in games)
-    bits = np.unpackbits(
-        np.frombuffer(raw, dtype=np.uint8).reshape(len(games), 7), axis=1, bitorder="little"
-    )
-    return bits[:, :56].view(np.int8)
 
 
 def _run_tables(
@@ -112,7 +110,7 @@ def _run_tables(
             seats = np.fromiter((g.to_move for g in games), dtype=np.intp, count=len(games))
             canon = np.stack([t.observer.canon for t in group])
             obs = np.take_along_axis(canon, PERMUTATION[seats], axis=1)
-            actions = agents[idx].act_batch(obs, _masks(games))
+            actions = agents[idx].act_batch(obs, masks_from_bits([g.legal for g in games]))
             for t, seat, a in zip(group, seats.tolist(), actions.tolist(), strict=True):
                 g = t.game
                 if not (0 <= a < 56 and (g.legal >> a) & 1):
@@ -160,6 +158,11 @@ def _hand_row(key: int, swapped: int, g: Game) -> list[int]:
     ]
 
 
+def _match_hand_row(key: int, swapped: int, g: Game) -> list[int]:
+    before = g.match_scores
+    return [*_hand_row(key, swapped, g), g.hand_number, before[swapped], before[1 - swapped]]
+
+
 def _chunk_seed(seed: int, kind: int, chunk: int, who: int) -> np.random.SeedSequence:
     return np.random.SeedSequence([seed, kind, chunk, who])
 
@@ -201,42 +204,46 @@ def _play_match_chunk(
     target: int,
     deal_fn: DealFn,
     options: Options,
-) -> np.ndarray:
-    """Duplicate matches to ``target``: per match row (match, swapped, winner_is_a, hands).
+) -> tuple[np.ndarray, np.ndarray]:
+    """Duplicate matches to ``target`` (:class:`~butifarra_env.rules.Match`: hand after
+    hand, dealer rotating, until a team reaches the target). Returns one row per match
+    played (match, swapped, a_won, hands) and one row per hand (:data:`MATCH_HAND_FIELDS`).
 
-    Matches deal hand after hand with the dealer rotating, so ``deal_fn``'s dealer is unused.
+    The first dealer and each hand's cards derive from ``(seed, match, hand number)``, so
+    both seatings of a match get the same cards as long as they last; ``deal_fn``'s dealer
+    is unused.
     """
     for i, agent in enumerate(agents):
         agent.reset(int(_chunk_seed(seed, 1, chunk, 1 + i).generate_state(1)[0]))
     match_options = Options(**{**options.to_dict(), "target_score": target})
     first = chunk * CHUNK_DEALS
-    tables = []
-    for m in range(first, min(first + CHUNK_DEALS, n_matches)):
-        for swapped in (0, 1):
-            tables.append(_Table(_seatings(swapped), (m, swapped)))
+    tables = [
+        _Table(_seatings(swapped), (m, swapped))
+        for m in range(first, min(first + CHUNK_DEALS, n_matches))
+        for swapped in (0, 1)
+    ]
 
     def next_game(t: _Table) -> Game | None:
-        st = t.match  # hand number, team 0 score, team 1 score, dealer
+        match_index = t.key[0]
         if not t.hands_done:
-            st[3] = int(np.random.default_rng(_chunk_seed(seed, 1, t.key[0], 0)).integers(4))
-        else:
-            scores = t.hands_done[-1].scores or (0, 0)
-            st[1] += scores[0]
-            st[2] += scores[1]
-            if max(st[1], st[2]) >= target:
-                return None
-            st[0] += 1
-            st[3] = (st[3] + 1) % 4
-        rng = np.random.default_rng(_chunk_seed(seed, 1, t.key[0], 1 + st[0]))
+            rng = np.random.default_rng(_chunk_seed(seed, 1, match_index, 0))
+            t.match = Match(target, draw_dealer(rng, None))
+        elif not t.match.add_hand(t.hands_done[-1].scores or (0, 0)):
+            return None
+        m = t.match
+        rng = np.random.default_rng(_chunk_seed(seed, 1, match_index, 1 + m.hand_number))
         _, hands = deal_fn(rng)
-        return Game(match_options, st[3], list(hands), st[0], (st[1], st[2]))
+        return Game(match_options, m.dealer, list(hands), m.hand_number, m.scores)
 
     _run_tables(tables, agents, next_game)
-    rows = []
-    for t in tables:
-        a_team = t.key[1]
-        rows.append([t.key[0], t.key[1], int(t.match[1 + a_team] >= target), len(t.hands_done)])
-    return np.asarray(rows, dtype=np.int32).reshape(-1, 4)
+    rows = [
+        [t.key[0], t.key[1], int(t.match.winner == t.key[1]), len(t.hands_done)] for t in tables
+    ]
+    hand_rows = [_match_hand_row(t.key[0], t.key[1], g) for t in tables for g in t.hands_done]
+    return (
+        np.asarray(rows, dtype=np.int32).reshape(-1, 4),
+        np.asarray(hand_rows, dtype=np.int32).reshape(-1, len(MATCH_HAND_FIELDS)),
+    )
 
 
 # Worker-process state: the agents are sent once per worker, not once per chunk.
@@ -255,23 +262,26 @@ def _worker_deals(args: tuple[Any, ...]) -> np.ndarray:
     return _play_deal_chunk(_WORKER_AGENTS, *args)
 
 
-def _worker_matches(args: tuple[Any, ...]) -> np.ndarray:
+def _worker_matches(args: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
     return _play_match_chunk(_WORKER_AGENTS, *args)
 
 
+ChunkResult = TypeVar("ChunkResult")
+
+
 def _map_chunks(
-    fn: Callable[..., np.ndarray],
-    worker_fn: Callable[[tuple[Any, ...]], np.ndarray],
+    fn: Callable[..., ChunkResult],
+    worker_fn: Callable[[tuple[Any, ...]], ChunkResult],
     agents: list[Agent],
     jobs: list[tuple[Any, ...]],
     units: list[int],
     workers: int,
     progress: bool,
     desc: str,
-) -> list[np.ndarray]:
+) -> list[ChunkResult]:
     """Run the chunk jobs in order (in-process or on a pool), with a progress bar."""
     bar = _progress(sum(units), desc, progress)
-    out: list[np.ndarray] = []
+    out: list[ChunkResult] = []
     try:
         if workers <= 1 or len(jobs) <= 1:
             for job, n in zip(jobs, units, strict=True):
@@ -288,6 +298,14 @@ def _map_chunks(
     return out
 
 
+class ProgressBar(Protocol):
+    """What the arena needs of a progress bar (tqdm has it)."""
+
+    def update(self, n: int) -> object: ...
+
+    def close(self) -> None: ...
+
+
 class _NoBar:
     def update(self, n: int) -> None:
         pass
@@ -296,39 +314,15 @@ class _NoBar:
         pass
 
 
-def _progress(total: int, desc: str, enabled: bool) -> Any:
+def _progress(total: int, desc: str, enabled: bool) -> ProgressBar:
     if not enabled:
         return _NoBar()
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return _NoBar()
-    return tqdm(total=total, desc=desc, unit="deal", leave=False, file=sys.stderr)
-
-
-# --------------------------------------------------------------------------- statistics
-def t_quantile(p: float, df: int) -> float:
-    """Student-t quantile via the Cornish-Fisher expansion of the normal one (exact to
-    ~1e-4 from df = 5; the per-deal samples here are in the thousands)."""
-    if df <= 0:
-        raise ValueError("need at least two deals for a confidence interval")
-    z = NormalDist().inv_cdf(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
-
-
-def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): t interval over independent values (the per-deal means)."""
-    x = np.asarray(values, dtype=np.float64)
-    if len(x) < 2:
-        m = float(x.mean()) if len(x) else float("nan")
-        return m, float("nan"), float("nan")
-    m = float(x.mean())
-    half = t_quantile(0.5 + level / 2, len(x) - 1) * float(x.std(ddof=1)) / math.sqrt(len(x))
-    return m, m - half, m + half
+    bar: ProgressBar = tqdm(total=total, desc=desc, unit="deal", leave=False, file=sys.stderr)
+    return bar
 
 
 # --------------------------------------------------------------------------- duel
@@ -342,6 +336,9 @@ class MatchStats:
     """Matches (of ``2 * n_matches`` played) won by agent A's team."""
     rows: np.ndarray
     """(match, swapped, a_won, hands) per match played."""
+    hands: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-hand columns named in :data:`MATCH_HAND_FIELDS`, match by match (the unswapped
+    play, then the swapped one), hands in order."""
 
     @property
     def share_a(self) -> float:
@@ -508,8 +505,15 @@ def duel(
         mparts = _map_chunks(
             _play_match_chunk, _worker_matches, agents, mjobs, munits, workers, progress, "matches"
         )
-        mrows = np.concatenate(mparts, axis=0)
-        matches = MatchStats(target_score, n_matches, int(mrows[:, 2].sum()), mrows)
+        mrows = np.concatenate([rows for rows, _ in mparts], axis=0)
+        mhands = np.concatenate([hand_rows for _, hand_rows in mparts], axis=0)
+        matches = MatchStats(
+            target_score,
+            n_matches,
+            int(mrows[:, 2].sum()),
+            mrows,
+            {name: mhands[:, i].copy() for i, name in enumerate(MATCH_HAND_FIELDS)},
+        )
     return DuelResult(name_a, name_b, n_deals, seed, hands, pair_means, mean, lo, hi, matches)
 
 
@@ -568,8 +572,8 @@ class RoundRobinResult:
         w.writerows(self.ratings)
         csv_path = prefix.with_name(prefix.name + ".csv")
         json_path = prefix.with_name(prefix.name + ".json")
-        atomic_write(csv_path, buf.getvalue())
-        atomic_write(json_path, json.dumps(self.to_dict(), indent=2) + "\n")
+        atomic_write_text(csv_path, buf.getvalue())
+        atomic_write_text(json_path, json.dumps(self.to_dict(), indent=2) + "\n")
         return csv_path, json_path
 
 
@@ -673,31 +677,18 @@ def hands_csv(result: DuelResult) -> str:
     return buf.getvalue()
 
 
-def atomic_write(path: str | os.PathLike[str], text: str) -> None:
-    """Write via a temporary file and ``os.replace`` so readers never see half a file."""
-    path = Path(path)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 __all__ = [
     "CHUNK_DEALS",
     "HAND_FIELDS",
+    "MATCH_HAND_FIELDS",
     "DuelResult",
     "MatchStats",
     "RoundRobinResult",
-    "atomic_write",
     "duel",
+    "format_table",
     "hands_csv",
     "mean_ci",
+    "resolve_agent",
     "round_robin",
     "t_quantile",
     "uniform_deal",

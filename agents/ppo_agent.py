@@ -1,7 +1,9 @@
-"""A trained PPO policy (train/ppo.py) behind the common :class:`~agents.base.Agent` interface.
+"""A trained PPO policy behind the common :class:`~agents.base.Agent` interface.
 
-The checkpoint holds only tensors and plain containers (state_dict, arch dict, config dict),
-so it loads with ``torch.load(..., weights_only=True)``: no pickled code runs on load.
+The network and its checkpoint format are :mod:`agents.ppo_net` (``train/ppo.py`` trains
+them; nothing here imports the training code). A checkpoint holds only tensors and plain
+containers (state_dict, arch dict, config dict), so it loads with
+``torch.load(..., weights_only=True)``: no pickled code runs on load.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import numpy as np
 import torch
 
 from agents.base import Agent, check_batch
-from train.ppo import ActorCritic, load_checkpoint, masked_logits, model_from_checkpoint
+from agents.ppo_net import ActorCritic, load_checkpoint, masked_logits, model_from_checkpoint
 
 
 class PPOAgent(Agent):
@@ -20,10 +22,14 @@ class PPOAgent(Agent):
     or a sample from the masked policy with ``deterministic=False``."""
 
     name = "ppo"
+    checkpoint_path: str | None
+    """The file the policy came from (None for :meth:`from_model`)."""
+    info: dict[str, int | float]
+    """Training counters stored in the checkpoint (update, global_step, elapsed_s), if any."""
 
     def __init__(
         self,
-        checkpoint_path: str | os.PathLike,
+        checkpoint_path: str | os.PathLike[str],
         device: str = "cpu",
         deterministic: bool = True,
         seed: int | None = None,

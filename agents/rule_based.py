@@ -1,9 +1,11 @@
 """A deterministic club-style heuristic player, working from the observation vector only.
 
-The player reads its observation once into a :class:`View` of bitmasks (one ``packbits``
-of the 0/1 prefix of the vector, then shifts: no :func:`~butifarra_env.observation.decode`
-in the hot path) and then applies named heuristics, each a small function tested on
-hand-built positions in ``tests/test_agents.py``:
+The player reads its observation once into a :class:`~butifarra_env.observation.View` of
+bitmasks (the observation module owns the layout: one ``packbits`` of the 0/1 prefix of the
+vector, then shifts) and then applies named heuristics, each a small function tested on
+hand-built positions in ``tests/test_agents.py``. Who wins a trick and which cards take it
+are :func:`butifarra_env.rules.trick_winner` and :func:`butifarra_env.rules.winners`, the
+rules the engine itself applies.
 
 Bidding (the dealer, or the partner after a delegation)
     :func:`trump_suit_value` scores a suit as trump from its length and honours (manilla,
@@ -45,7 +47,15 @@ from __future__ import annotations
 import numpy as np
 
 from agents.base import Agent, check_batch
-from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
+from butifarra_env import rules
+from butifarra_env.actions import (
+    BUTIFARRA,
+    DELEGATE,
+    DOUBLE,
+    PASS,
+    TRUMP_BASE,
+    bits_from_mask,
+)
 from butifarra_env.cards import (
     BEATS,
     NUMBER,
@@ -56,7 +66,7 @@ from butifarra_env.cards import (
     SUIT_MASK,
     cards_of,
 )
-from butifarra_env.observation import OFFSETS, SIZES
+from butifarra_env.observation import View, pack_bits, pack_bits_batch
 from butifarra_env.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
@@ -65,39 +75,32 @@ from butifarra_env.rules import (
     PHASE_PLAY,
 )
 
-ALL_CARDS = (1 << 48) - 1
-UNSET = 5  # trump index in the observation before the choice
-
-# Everything before team_tricks is 0/1, so it packs into one Python int.
-_PACKED = OFFSETS["team_tricks"]
-_PACKED_BYTES = (_PACKED + 7) // 8
-_O_PLAYED = OFFSETS["played"]
-_O_TRICK = OFFSETS["trick"]
-_O_LEADER = OFFSETS["trick_leader"]
-_O_VOIDS = OFFSETS["voids"]
-_O_TRUMP = OFFSETS["trump"]
-_O_CHOOSER = OFFSETS["chooser"]
-_O_DEALER = OFFSETS["dealer"]
-_O_LEVEL = OFFSETS["doubling_level"]
-_O_PHASE = OFFSETS["phase"]
-_N_PHASES = SIZES["phase"]
-
 # Offsets (number - 1) inside a suit from the strongest card to the weakest.
-_STRENGTH_ORDER = tuple(n - 1 for n in STRENGTH_ORDER)
+_OFFSETS_STRONG_TO_WEAK = tuple(n - 1 for n in STRENGTH_ORDER)
+_SUIT_PATTERNS = 1 << 12
+"""A suit's cards in a mask, shifted down to bits 0-11 (bit ``number - 1``)."""
 
 
-def _suit_tables() -> tuple[tuple[int, ...], tuple[int, ...]]:
-    top = [-1] * 4096
-    bottom = [-1] * 4096
-    for p in range(1, 4096):
-        present = [o for o in _STRENGTH_ORDER if (p >> o) & 1]
-        top[p], bottom[p] = present[0], present[-1]
-    return tuple(top), tuple(bottom)
+def _strongest_and_weakest() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    strongest = [-1] * _SUIT_PATTERNS
+    weakest = [-1] * _SUIT_PATTERNS
+    for pattern in range(1, _SUIT_PATTERNS):
+        present = [o for o in _OFFSETS_STRONG_TO_WEAK if (pattern >> o) & 1]
+        strongest[pattern], weakest[pattern] = present[0], present[-1]
+    return tuple(strongest), tuple(weakest)
 
 
-_TOP, _BOTTOM = _suit_tables()
-_SUIT_POINTS = tuple(sum(POINTS[o] for o in range(12) if (p >> o) & 1) for p in range(4096))
+_STRONGEST_IN_PATTERN, _WEAKEST_IN_PATTERN = _strongest_and_weakest()
+"""Offset in its suit of the strongest / weakest card of a 12-bit suit pattern."""
+_PATTERN_POINTS = tuple(
+    sum(POINTS[o] for o in range(12) if (pattern >> o) & 1) for pattern in range(_SUIT_PATTERNS)
+)
 """Card points of a 12-bit suit pattern (the same for every suit)."""
+
+
+def _suit_pattern(mask: int, suit: int) -> int:
+    return (mask >> (12 * suit)) & 0xFFF
+
 
 # ---------------------------------------------------------------- tunable parameters
 DELEGATE_BELOW = 9.5
@@ -130,111 +133,27 @@ DOUBLE_STEP = 2.0
 """Extra strength for a side's second raise (Sant Vicenç, Verraca)."""
 
 
-# ---------------------------------------------------------------- reading the observation
-class View:
-    """The observation as bitmasks and small ints (relative seats)."""
-
-    __slots__ = (
-        "hand",
-        "played",
-        "trick",
-        "leader",
-        "voids",
-        "trump",
-        "chooser",
-        "dealer",
-        "level",
-        "phase",
-        "unseen",
-        "n_trick",
-        "sizes",
-    )
-
-    def __init__(self, bits: int) -> None:
-        self.hand = bits & ALL_CARDS
-        played_all = 0
-        played = []
-        for r in range(4):
-            p = (bits >> (_O_PLAYED + 48 * r)) & ALL_CARDS
-            played.append(p)
-            played_all |= p
-        self.played = played
-        trick = []
-        n = 0
-        for r in range(4):
-            t = (bits >> (_O_TRICK + 48 * r)) & ALL_CARDS
-            if t:
-                trick.append(t.bit_length() - 1)
-                n += 1
-            else:
-                trick.append(-1)
-        self.trick = trick
-        self.n_trick = n
-        self.leader = _one_hot(bits >> _O_LEADER, 4)
-        v = bits >> _O_VOIDS
-        self.voids = [(v >> (4 * r)) & 15 for r in range(4)]
-        trump = _one_hot(bits >> _O_TRUMP, 6)
-        self.trump = UNSET if trump < 0 else trump
-        self.chooser = _one_hot(bits >> _O_CHOOSER, 4)
-        self.dealer = _one_hot(bits >> _O_DEALER, 4)
-        self.level = max(_one_hot(bits >> _O_LEVEL, 5), 0)
-        self.phase = _one_hot(bits >> _O_PHASE, _N_PHASES)
-        self.unseen = ALL_CARDS & ~(self.hand | played_all)
-        self.sizes = [12 - p.bit_count() for p in played]  # cards left in each hand
-
-
-def _one_hot(bits: int, size: int) -> int:
-    b = bits & ((1 << size) - 1)
-    return b.bit_length() - 1 if b else -1
-
-
-def pack_bits(observation: np.ndarray) -> int:
-    """The 0/1 prefix of one observation as a Python int (bit i = entry i)."""
-    packed = np.packbits(np.asarray(observation[:_PACKED], dtype=np.uint8), bitorder="little")
-    return int.from_bytes(packed.tobytes(), "little")
-
-
-def read_view(observation: np.ndarray) -> View:
-    """Parse one observation vector into a :class:`View`."""
-    return View(pack_bits(observation))
-
-
-def mask_to_int(action_mask: np.ndarray) -> int:
-    m = np.packbits(np.asarray(action_mask) != 0, bitorder="little")
-    return int.from_bytes(m.tobytes(), "little")
-
-
 # ---------------------------------------------------------------- card helpers
 def top_card(mask: int, suit: int) -> int:
     """The strongest card of ``suit`` in ``mask`` (-1 if none)."""
-    p = (mask >> (12 * suit)) & 0xFFF
-    return 12 * suit + _TOP[p] if p else -1
+    pattern = _suit_pattern(mask, suit)
+    return 12 * suit + _STRONGEST_IN_PATTERN[pattern] if pattern else -1
 
 
 def bottom_card(mask: int, suit: int) -> int:
     """The weakest card of ``suit`` in ``mask`` (-1 if none)."""
-    p = (mask >> (12 * suit)) & 0xFFF
-    return 12 * suit + _BOTTOM[p] if p else -1
+    pattern = _suit_pattern(mask, suit)
+    return 12 * suit + _WEAKEST_IN_PATTERN[pattern] if pattern else -1
 
 
-def beats(card: int, win: int, trump: int) -> bool:
-    """Does ``card`` take a trick that ``win`` is currently winning?"""
-    return bool((BEATS[win] >> card) & 1) or (SUIT[card] == trump and SUIT[win] != trump)
-
-
-def trick_winner(trick: list[int], leader: int, trump: int) -> tuple[int, int]:
-    """(winning card, its relative seat) of the cards on the table; (-1, -1) when empty."""
-    if leader < 0:
+def winning_card(v: View) -> tuple[int, int]:
+    """(card, relative seat) winning the trick on the table (:func:`rules.trick_winner`);
+    (-1, -1) when the table is empty."""
+    if v.leader < 0:
         return -1, -1
-    win, seat = trick[leader], leader
-    for k in (1, 2, 3):
-        r = (leader + k) & 3
-        c = trick[r]
-        if c < 0:
-            break
-        if beats(c, win, trump):
-            win, seat = c, r
-    return win, seat
+    seats = [(v.leader + k) & 3 for k in range(v.n_trick)]  # in playing order
+    first = rules.trick_winner([v.trick[r] for r in seats], v.trump)
+    return v.trick[seats[first]], seats[first]
 
 
 def is_master(card: int, unseen: int) -> bool:
@@ -396,7 +315,7 @@ def choose_lead(v: View, legal: int) -> int:
             continue
         if NUMBER[c] == 9 and not manilla_lead_ok(hand, s, unseen):
             continue
-        key = (_SUIT_POINTS[(unseen >> (12 * s)) & 0xFFF], -STRENGTH[c])
+        key = (_PATTERN_POINTS[_suit_pattern(unseen, s)], -STRENGTH[c])
         if key > best_key:
             best, best_key = c, key
     if best >= 0:
@@ -439,22 +358,19 @@ def choose_follow(v: View, legal: int) -> int:
     """Second, third or fourth to play: win cheaply and safely, load the partner, or go low."""
     led = SUIT[v.trick[v.leader]]
     trump = v.trump
-    win, win_seat = trick_winner(v.trick, v.leader, trump)
-    cards = cards_of(legal)
-    winners = [(win_probability(v, c, led), c) for c in cards if beats(c, win, trump)]
-    if win_seat == 2:  # the partner is winning
-        p_partner = win_probability(v, win, led)
-        if p_partner >= LOAD_MIN_P:
-            return choose_load(v, legal)
-        points = sum(POINTS[c] for c in v.trick if c >= 0)
-        good = [c for p, c in winners if p >= TAKE_MIN_P]
-        if good and points + max(POINTS[c] for c in good) >= OVERTAKE_POINTS:
-            return cheapest_winner(v, good)
+    win, win_seat = winning_card(v)
+    partner_winning = win_seat == 2
+    if partner_winning and win_probability(v, win, led) >= LOAD_MIN_P:
+        return choose_load(v, legal)
+    takers = legal & rules.winners(trump, win)  # the legal cards that would take the trick
+    likely = [c for c in cards_of(takers) if win_probability(v, c, led) >= TAKE_MIN_P]
+    if not likely:
         return lowest_card(v, legal)
-    good = [c for p, c in winners if p >= TAKE_MIN_P]
-    if good:
-        return cheapest_winner(v, good)
-    return lowest_card(v, legal)
+    if partner_winning:  # over-take the partner's doubtful trick only when it is worth it
+        points = sum(POINTS[c] for c in v.trick if c >= 0)
+        if points + max(POINTS[c] for c in likely) < OVERTAKE_POINTS:
+            return lowest_card(v, legal)
+    return cheapest_winner(v, likely)
 
 
 def choose_card(v: View, legal: int) -> int:
@@ -573,25 +489,17 @@ class RuleBasedAgent(Agent):
     name = "rule"
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
-        legal = mask_to_int(action_mask)
+        legal = bits_from_mask(action_mask)
         if not legal:
             raise ValueError("no legal action in the mask")
         return decide(pack_bits(observation), legal)
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         obs, masks = check_batch(observations, action_masks)
-        n = len(obs)
-        packed = np.packbits(
-            obs[:, :_PACKED].astype(np.uint8, copy=False), axis=1, bitorder="little"
-        )
-        mpacked = np.packbits(masks != 0, axis=1, bitorder="little")
-        pb, mb = packed.tobytes(), mpacked.tobytes()
-        w, mw = packed.shape[1], mpacked.shape[1]
-        out = np.empty(n, dtype=np.int64)
-        frm = int.from_bytes
-        for i in range(n):
-            legal = frm(mb[i * mw : (i + 1) * mw], "little")
+        out = np.empty(len(obs), dtype=np.int64)
+        for i, bits in enumerate(pack_bits_batch(obs)):
+            legal = bits_from_mask(masks[i])
             if not legal:
                 raise ValueError(f"row {i} of the action mask has no legal action")
-            out[i] = decide(frm(pb[i * w : (i + 1) * w], "little"), legal)
+            out[i] = decide(bits, legal)
         return out

@@ -44,7 +44,8 @@ def action_name(action: int) -> str:
 
 def mask_from_bits(legal: int) -> np.ndarray:
     """A legal-action integer as the ``int8`` (56,) mask agents receive (a fresh array)."""
-    return masks_from_bits((legal,))[0]
+    raw = np.frombuffer(legal.to_bytes(_MASK_BYTES, "little"), dtype=np.uint8)
+    return np.unpackbits(raw, count=N_ACTIONS, bitorder="little").view(np.int8)
 
 
 def masks_from_bits(legal: Sequence[int]) -> np.ndarray:

@@ -126,7 +126,7 @@ _SUIT_OF = np.array([SUIT[a] if a < N_CARDS else NO_SUIT for a in _IDS], dtype=n
 _SUIT_MASK = np.array([*SUIT_MASK, ALL_CARDS], dtype=_U64)  # [NO_SUIT]: the trick is empty
 
 _WINNERS = np.array(  # row trump * 56 + winning card: rules.winners tabulated
-    [rules.winners(t, w) for t in range(_TRUMP_VALUES) for w in _IDS], dtype=_U64
+    [rules.winners(t, w) for t in range(_TRUMP_VALUES) for w in range(N_ACTIONS)], dtype=_U64
 )
 _OPP_MASK = np.array([0, (1 << N_ACTIONS) - 1], dtype=_U64)  # by (winner ^ mover) & 1
 # byte -> its 8 bits, low bit first: legal sets unpack to masks by one lookup
@@ -138,7 +138,7 @@ def _seat_card_table() -> np.ndarray:
     """Offsets, inside a hand's four-row block, of the 8 bytes every card play sets to 1:
     the played and trick bits of (seat, card) in each of the four views. Row seat * 56 + card;
     rows of non-card actions are 0 (never written through)."""
-    s, c, v = np.ix_(range(N_SEATS), _IDS, range(N_SEATS))
+    s, c, v = np.ix_(np.arange(N_SEATS), _IDS, np.arange(N_SEATS))
     rel = (s - v) % N_SEATS * N_CARDS + c + v * OBS_SIZE
     table = np.concatenate(
         np.broadcast_arrays(rel + OFFSETS["played"], rel + OFFSETS["trick"]), axis=2

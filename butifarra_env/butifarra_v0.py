@@ -33,10 +33,14 @@ Options (each validated; a bad value raises ValueError naming it and what is all
 
 Reset
     ``reset(seed=...)`` fixes the deals and the first dealer; ``reset(options={"dealer": d,
-    "hands": [[…12 ids…] × 4]})`` plays a given deal (duplicate arenas, replays).
+    "hands": [[…12 ids…] × 4]})`` plays a given deal (duplicate arenas, replays);
+    ``hand_number`` and ``match_scores`` resume a match position; ``one_hand=True`` ends the
+    episode after the first hand even in match mode. Everything is checked before the env
+    changes.
 
 Illegal moves
-    ``raw_env`` raises ``ValueError`` naming the action, the phase and the legal actions.
+    ``raw_env`` raises ``butifarra_env.errors.IllegalActionError`` (a ``ValueError``) naming
+    the action, the phase and the legal actions.
     ``env()`` follows PettingZoo's convention (``TerminateIllegalWrapper``): the episode ends and
     the mover receives minus the worst possible hand loss under the options.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium
 import numpy as np
@@ -59,10 +59,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         self.observation_spaces = {a: obs_space for a in AGENTS}
         self.action_spaces = {a: spaces.Discrete(N_ACTIONS) for a in AGENTS}
         self.state_space = spaces.Box(0, 255, (STATE_SIZE,), dtype=np.uint8)
-        self._rng: np.random.Generator | None = None
+        self._rng = np.random.default_rng()
         self._observer = Observer()
-        self.game: Game | None = None
-        self.match: Match | None = None
+        self._game: Game | None = None
+        self._match: Match | None = None
         self.hand_results: list[dict[str, Any]] = []
         self._dirty = False
 
@@ -100,7 +100,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         one_hand = options.get("one_hand", False)
         if not isinstance(one_hand, bool):
             raise ValueError(f"one_hand must be True or False, got {one_hand!r}")
-        if seed is not None or self._rng is None:
+        if seed is not None or self._game is None:
             self._rng = np.random.default_rng(seed)
         if fixed_deal is None:
             dealer = draw_dealer(self._rng, self.game_options.first_dealer)
@@ -112,22 +112,36 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         self._cumulative_rewards = dict.fromkeys(AGENTS, 0.0)
         self.terminations = dict.fromkeys(AGENTS, False)
         self.truncations = dict.fromkeys(AGENTS, False)
-        self.infos = {a: {} for a in AGENTS}
+        self.infos: dict[str, dict[str, Any]] = {a: {} for a in AGENTS}
         self._dirty = False
         self.hand_results = []
         target = None if one_hand else self.game_options.target_score
-        self.match = Match(target, dealer, hand_number, scores)
+        self._match = Match(target, dealer, hand_number, scores)
         self._start_hand(hands)
+
+    @property
+    def game(self) -> Game:
+        """The hand being played (:class:`~butifarra_env.game.Game`)."""
+        if self._game is None:
+            raise RuntimeError("butifarra_v0: call reset() before using the environment")
+        return self._game
+
+    @property
+    def match(self) -> Match:
+        """Where the match stands: scores before this hand, hand number, dealer."""
+        if self._match is None:
+            raise RuntimeError("butifarra_v0: call reset() before using the environment")
+        return self._match
 
     @property
     def match_scores(self) -> list[int]:
         """Team scores of the match before the current hand (A, B)."""
-        return list(self.match.scores) if self.match is not None else [0, 0]
+        return list(self.match.scores)
 
     def _start_hand(self, hands: list[int]) -> None:
         m = self.match
         game = Game(self.game_options, m.dealer, hands, m.hand_number, m.scores)
-        self.game = game
+        self._game = game
         self._observer.reset(game)
         self.agent_selection = AGENTS[game.to_move]
         if self.render_mode == "human":
@@ -135,7 +149,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         seat = self.agent_name_mapping[agent]
-        game = self.game
+        game = self._game
+        if game is None:
+            raise RuntimeError("butifarra_v0: call reset() before observe()")
         if game.to_move == seat and not self.terminations[agent]:
             mask = mask_from_bits(game.legal)
         else:
@@ -143,6 +159,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         return {"observation": self._observer.observe(seat), "action_mask": mask}
 
     def step(self, action: int) -> None:
+        game = self._game
+        if game is None:
+            raise RuntimeError("butifarra_v0: call reset() before step()")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
@@ -152,7 +171,6 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
             for a in AGENTS:
                 self.infos[a] = {}
             self._dirty = False
-        game = self.game
         seat = game.to_move
         game.step(action)  # raises IllegalActionError (a ValueError) naming phase and legal set
         self._observer.update(game, seat, int(action))
@@ -167,9 +185,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
     def _end_hand(self, game: Game) -> None:
         self._dirty = True
         scale = self.reward_scale
-        for a, r in zip(AGENTS, game.rewards, strict=True):
+        for a, r in zip(AGENTS, cast(tuple[int, ...], game.rewards), strict=True):
             self.rewards[a] = r * scale
-        result = game.result()
+        result = cast(dict[str, Any], game.result())  # set: the hand is over
         result["hand_number"] = game.hand_number
         result["dealer"] = game.dealer
         self.hand_results.append(result)
@@ -177,7 +195,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
             self.infos[a] = {"hand_result": result}
         self._accumulate_rewards()
         match = self.match
-        if match.add_hand(game.scores):
+        if match.add_hand(cast(tuple[int, int], game.scores)):
             self._start_hand(random_deal(self._rng, match.dealer))
             return
         if match.winner is not None:
@@ -239,10 +257,11 @@ def _direct(name: str, guarded: bool) -> property:
 
 
 def _fast(cls: type, name: str, guarded: bool = False) -> type:
-    attrs = {name: _direct(name, guarded) for name in _HOT_ATTRIBUTES}
+    attrs: dict[str, Any] = {attr: _direct(attr, guarded) for attr in _HOT_ATTRIBUTES}
+    base_init = cls.__init__  # type: ignore[misc]
 
     def __init__(self: Any, inner: AECEnv, *args: Any, **kwargs: Any) -> None:  # noqa: N807
-        cls.__init__(self, inner, *args, **kwargs)
+        base_init(self, inner, *args, **kwargs)
         self._raw = inner.unwrapped
 
     attrs["__init__"] = __init__

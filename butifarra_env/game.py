@@ -147,8 +147,9 @@ class Game:
 
     def legal_cards(self, seat: int) -> int:
         """The legal cards of ``seat`` in the current trick (:func:`rules.legal_cards`)."""
+        partner_winning = self.win_seat >= 0 and not (self.win_seat ^ seat) & 1
         return rules.legal_cards(
-            self.hands[seat], self.led_suit, self.win_card, self.partner_winning(seat), self.trump
+            self.hands[seat], self.led_suit, self.win_card, partner_winning, self.trump
         )
 
     # ----------------------------------------------------------------- transitions
@@ -229,7 +230,7 @@ class Game:
         else:
             if SUIT[card] != self.led_suit:
                 self.voids[seat] |= 1 << self.led_suit
-            if rules.beats(card, self.win_card, self.trump):
+            if (rules.winners(self.trump, self.win_card) >> card) & 1:  # it beats W
                 self.win_card = card
                 self.win_seat = seat
         self.cards_in_trick += 1

@@ -309,7 +309,7 @@ CANONICAL_SIZE = _c
 
 
 def _permutation(seat: int) -> np.ndarray:
-    idx = []
+    idx: list[int] = []
     for name, size, kind in FIELDS:
         base = _CANON[name]
         if kind == "hand":

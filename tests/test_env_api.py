@@ -13,8 +13,21 @@ from pettingzoo.test import api_test, render_test, seed_test
 
 import butifarra_env  # noqa: F401 - registers the Gymnasium id
 from butifarra_env import butifarra_v0
+from butifarra_env.cards import ALL_CARDS
 from butifarra_env.gym_wrapper import SingleAgentEnv
-from butifarra_env.observation import OBS_SIZE, STATE_SIZE, decode
+from butifarra_env.observation import (
+    FIELD_MAX,
+    FIELDS,
+    OBS_SIZE,
+    STATE_SIZE,
+    decode,
+    field,
+    field_slice,
+    pack_bits,
+    pack_bits_batch,
+    read_view,
+    scale_vector,
+)
 
 
 @pytest.mark.parametrize("options", [{}, {"target_score": 51}, {"max_doubling_level": 0}])
@@ -144,14 +157,79 @@ def test_ansi_render_shows_hand_trump_multiplier_and_counts() -> None:
         assert suit in text
 
 
-def test_decode_names_every_field() -> None:
-    e = butifarra_v0.raw_env()
-    e.reset(seed=1)
-    d = decode(e.observe(e.agent_selection)["observation"])
-    assert len(d["hand"]) == 12 and d["phase"] == "choose_trump" and d["trump"] is None
-    assert d["dealer"] == 0  # the dealer chooses first and sees itself at relative seat 0
+def _suit_per_seat_position() -> butifarra_v0.raw_env:
+    """Seat s holds the whole suit s; seat 0 deals in a match at 30-12, hand 4. Seat 0 sings
+    espadas, seat 3 contra, then three cards: 2 of copas (seat 1, the mano), 3 of espadas
+    (seat 2 must trump), as de bastos (seat 3 cannot follow or beat). Seat 0 to move."""
+    e = butifarra_v0.raw_env(target_score=101)
+    hands = [list(range(12 * s, 12 * s + 12)) for s in range(4)]
+    e.reset(options={"dealer": 0, "hands": hands, "hand_number": 3, "match_scores": [30, 12]})
+    for action in (50, 55, 54, 55, 55, 13, 26, 36):
+        e.step(action)
+    return e
+
+
+def test_decode_names_every_field_from_each_seat() -> None:
+    e = _suit_per_seat_position()
+    assert e.agent_selection == "player_0"
+    d0 = decode(e.observe("player_0")["observation"])
+    assert set(d0) - {"butifarra"} == {name for name, _, _ in FIELDS}
+    assert d0 == {
+        "hand": list(range(12)),
+        "played": [[], [13], [26], [36]],
+        "trick": [None, 13, 26, 36],
+        "trick_leader": 1,
+        "voids": [[], [], [1], [1]],
+        "trump": 2,
+        "butifarra": False,
+        "chooser": 0,
+        "delegated": False,
+        "dealer": 0,
+        "doubling_level": 1,
+        "doubling_turn": None,
+        "phase": "play",
+        "team_tricks": [0, 0],
+        "team_points": [0, 0],
+        "hand_number": 3,
+        "match_scores": [30, 12],
+        "target_score": 101,
+        "max_doubling_level": 4,
+        "butifarra_base": 2,
+    }
+    d1 = decode(e.observe("player_1")["observation"])  # everything relative to seat 1
+    assert d1["hand"] == [12, *range(14, 24)]
+    assert d1["played"] == [[13], [26], [36], []] and d1["trick"] == [13, 26, 36, None]
+    assert d1["voids"] == [[], [1], [1], []]
+    assert (d1["trick_leader"], d1["chooser"], d1["dealer"]) == (0, 3, 3)
+    assert d1["match_scores"] == [12, 30]
     with pytest.raises(ValueError, match="shape"):
         decode(np.zeros(3))
+
+
+def test_named_views_agree_with_decode() -> None:
+    e = _suit_per_seat_position()
+    obs = e.observe("player_0")["observation"]
+    view = read_view(obs)
+    assert view.hand == sum(1 << c for c in range(12))
+    assert view.trick == [-1, 13, 26, 36] and view.n_trick == 3 and view.leader == 1
+    assert view.voids == [0, 0, 0b10, 0b10] and view.trump == 2 and view.level == 1
+    assert view.sizes == [12, 11, 11, 11] and view.chooser == 0 and view.dealer == 0
+    assert view.unseen == ALL_CARDS & ~sum(1 << c for c in (*range(12), 13, 26, 36))
+    assert field(obs, "match_scores").tolist() == [30, 12]
+    batch = np.stack([obs, obs])
+    assert field(batch, "hand").shape == (2, 48)
+    assert pack_bits_batch(batch) == [pack_bits(obs)] * 2
+    with pytest.raises(ValueError, match="unknown observation field 'nope'"):
+        field_slice("nope")
+
+
+def test_scale_vector_maps_every_reachable_value_into_unit_interval() -> None:
+    scale = scale_vector()
+    top = np.full(OBS_SIZE, 255, dtype=np.float32)  # larger than any field can hold
+    for name, _, _ in FIELDS:
+        top[field_slice(name)] = FIELD_MAX[name]
+    assert np.allclose(top * scale, 1.0)
+    assert FIELD_MAX["team_points"] == 72 and FIELD_MAX["team_tricks"] == 12
 
 
 # ------------------------------------------------------------------ Gymnasium wrapper
@@ -163,7 +241,7 @@ def test_gymnasium_check_env_passes() -> None:
 def test_gymnasium_wrapper_plays_full_episodes_with_masks() -> None:
     env = SingleAgentEnv(seat=3, target_score=None)
     rng = np.random.default_rng(0)
-    total = 0.0
+    ended_by_opponent = 0
     for ep in range(20):
         obs, _ = env.reset(seed=ep)
         done = False
@@ -173,9 +251,15 @@ def test_gymnasium_wrapper_plays_full_episodes_with_masks() -> None:
             assert env.game.to_move == 3
             obs, reward, done, trunc, info = env.step(int(rng.choice(np.flatnonzero(mask))))
             assert not trunc
-        total += reward
-        assert reward == info["hand_result"]["rewards"][3]
-    assert total != 0
+            assert done or reward == 0.0  # scores arrive only at the hand's end
+        leader, _, _ = env.game.tricks[-1]
+        ended_by_opponent += (leader + 3) % 4 != 3  # the last card was not the learner's
+        # The learner's reward is its team's score difference, also when an opponent's card
+        # ended the hand after the learner's last decision.
+        scores = info["hand_result"]["scores"]
+        assert reward == scores[1] - scores[0]
+        assert not obs["action_mask"].any()
+    assert ended_by_opponent > 0
 
 
 def test_gymnasium_wrapper_opponent_policies_and_illegal_actions() -> None:

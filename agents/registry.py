@@ -1,0 +1,107 @@
+"""Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
+
+A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``). Each name maps to a factory in
+:data:`AGENT_FACTORIES`; factories import their agent's module when called, so that
+``import agents`` stays cheap and torch is only loaded when a PPO agent is asked for. To add
+an agent, add one line to :data:`AGENT_FACTORIES` (or call :func:`register_agent`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from agents.base import Agent
+
+__all__ = [
+    "AGENT_FACTORIES",
+    "DEFAULT_PPO_CHECKPOINT",
+    "AgentFactory",
+    "agent_names",
+    "make_agent",
+    "register_agent",
+]
+
+DEFAULT_PPO_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "ppo_butifarra.pt"
+"""The shipped PPO policy, used by the spec ``"ppo"`` without a path."""
+
+AgentFactory = Callable[[str | None, int | None], Agent]
+"""``factory(argument, seed)``: ``argument`` is the text after ``:`` in the spec (or None)."""
+
+
+def _make_random(argument: str | None, seed: int | None) -> Agent:
+    from agents.random_agent import RandomAgent
+
+    _no_argument("random", argument)
+    return RandomAgent(seed=seed)
+
+
+def _make_rule(argument: str | None, seed: int | None) -> Agent:
+    from agents.rule_based import RuleBasedAgent
+
+    _no_argument("rule", argument)
+    return RuleBasedAgent()
+
+
+def _make_ppo(argument: str | None, seed: int | None) -> Agent:
+    path = Path(argument) if argument else DEFAULT_PPO_CHECKPOINT
+    if not path.is_file():
+        raise ValueError(f"PPO checkpoint not found: {str(path)!r} (use ppo:PATH/TO/CKPT.pt)")
+    try:
+        from agents.ppo_agent import PPOAgent  # torch: imported only when asked for
+    except ImportError as e:
+        raise ValueError(f"the PPO agent is not available ({e}); install the 'train' extra") from e
+    try:
+        agent = PPOAgent(str(path))
+    except Exception as e:  # any failure to load is a bad checkpoint, reported as such
+        raise ValueError(f"could not load PPO checkpoint {str(path)!r}: {e}") from e
+    agent.reset(seed)
+    return agent
+
+
+def _no_argument(name: str, argument: str | None) -> None:
+    if argument:
+        raise ValueError(f"agent {name!r} takes no argument, got {name}:{argument}")
+
+
+AGENT_FACTORIES: dict[str, AgentFactory] = {
+    "random": _make_random,
+    "rule": _make_rule,
+    "ppo": _make_ppo,
+}
+"""Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""
+
+
+def register_agent(name: str, factory: AgentFactory) -> None:
+    """Make ``name`` (and ``name:ARG``) buildable by :func:`make_agent`."""
+    if not name or ":" in name:
+        raise ValueError(f"agent names must be non-empty and contain no ':', got {name!r}")
+    AGENT_FACTORIES[name] = factory
+
+
+def agent_names() -> list[str]:
+    """The registered spec names, sorted."""
+    return sorted(AGENT_FACTORIES)
+
+
+def make_agent(spec: str, seed: int | None = None) -> Agent:
+    """Build an agent from a spec such as ``"random"``, ``"rule"`` or ``"ppo:ckpt.pt"``.
+
+    Raises ValueError naming the allowed agents when the name is unknown, and a clear
+    ValueError when its argument (e.g. a checkpoint) is unusable.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"agent spec must be a non-empty string; allowed: {_allowed()}")
+    name, _, argument = spec.strip().partition(":")
+    factory = AGENT_FACTORIES.get(name.lower())
+    if factory is None:
+        raise ValueError(f"unknown agent {spec!r}; allowed: {_allowed()}")
+    agent = factory(argument or None, seed)
+    if not isinstance(agent, Agent):
+        raise TypeError(f"factory for {name!r} returned {type(agent).__name__}, not an Agent")
+    return agent
+
+
+def _allowed() -> str:
+    return ", ".join(agent_names()) + " (ppo takes ppo:PATH/TO/CKPT.pt)"
