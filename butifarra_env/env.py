@@ -20,6 +20,7 @@ from butifarra_env.render import render_text
 from butifarra_env.rules import N_SEATS, Match, draw_dealer, random_deal
 from butifarra_env.validate import (
     RENDER_MODES,
+    check_action,
     check_deal,
     check_match_position,
     check_render_mode,
@@ -148,11 +149,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
             self.render()
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
-        seat = self.agent_name_mapping[agent]
         game = self._game
         if game is None:
             raise RuntimeError("butifarra_v0: call reset() before observe()")
-        if game.to_move == seat and not self.terminations[agent]:
+        seat = self.agent_name_mapping.get(agent)
+        if seat is None:
+            raise ValueError(f"unknown agent {agent!r}; agents: {list(AGENTS)}")
+        if game.to_move == seat and not self.terminations.get(agent, True):
             mask = mask_from_bits(game.legal)
         else:
             mask = _ZERO_MASK.copy()
@@ -162,6 +165,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         game = self._game
         if game is None:
             raise RuntimeError("butifarra_v0: call reset() before step()")
+        if not self.agents:
+            raise RuntimeError("butifarra_v0: the episode is over (every agent is done): reset()")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
@@ -172,8 +177,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
                 self.infos[a] = {}
             self._dirty = False
         seat = game.to_move
+        action = check_action(action)  # an int id 0-55, or IllegalActionError naming the value
         game.step(action)  # raises IllegalActionError (a ValueError) naming phase and legal set
-        self._observer.update(game, seat, int(action))
+        self._observer.update(game, seat, action)
         self._cumulative_rewards[agent] = 0.0
         if game.is_over:
             self._end_hand(game)
@@ -203,6 +209,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
                 self.infos[a]["match_winner_team"] = match.winner
                 self.infos[a]["match_scores"] = list(match.scores)
         self.terminations = dict.fromkeys(AGENTS, True)
+
+    def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if self._game is None:
+            raise RuntimeError("butifarra_v0: call reset() before last()")
+        if not self.agents:
+            raise RuntimeError("butifarra_v0: the episode is over (every agent is done): reset()")
+        return super().last(observe)
 
     # ------------------------------------------------------------------ extras
     def state(self) -> np.ndarray:
@@ -271,10 +284,20 @@ def _fast(cls: type, name: str, guarded: bool = False) -> type:
     return type(name, (cls,), attrs)
 
 
+class CheckActionWrapper(wrappers.BaseWrapper):
+    """PettingZoo's AssertOutOfBoundsWrapper with a real check: an action that is not an int id
+    0-55 raises IllegalActionError naming it (an ``assert`` would vanish under ``python -O``).
+    Agents that are done must step ``None``, as PettingZoo requires."""
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if not (self.terminations[agent] or self.truncations[agent]):
+            action = check_action(action)
+        super().step(action)
+
+
 FastTerminateIllegalWrapper = _fast(wrappers.TerminateIllegalWrapper, "FastTerminateIllegalWrapper")
-FastAssertOutOfBoundsWrapper = _fast(
-    wrappers.AssertOutOfBoundsWrapper, "FastAssertOutOfBoundsWrapper"
-)
+FastCheckActionWrapper = _fast(CheckActionWrapper, "FastCheckActionWrapper")
 FastOrderEnforcingWrapper = _fast(
     wrappers.OrderEnforcingWrapper, "FastOrderEnforcingWrapper", guarded=True
 )
@@ -286,5 +309,5 @@ def env(**kwargs: Any) -> AECEnv:
     base = raw_env(**kwargs)
     penalty = -base.game_options.worst_hand_loss * base.reward_scale
     wrapped: AECEnv = FastTerminateIllegalWrapper(base, illegal_reward=penalty)
-    wrapped = FastAssertOutOfBoundsWrapper(wrapped)
+    wrapped = FastCheckActionWrapper(wrapped)
     return FastOrderEnforcingWrapper(wrapped)

@@ -16,10 +16,11 @@ import numpy as np
 
 from butifarra_env.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.env import AGENTS, raw_env
+from butifarra_env.game import Game
 from butifarra_env.policy import Policy, PolicyFn, is_policy
 from butifarra_env.render import render_text
 from butifarra_env.rules import N_SEATS
-from butifarra_env.validate import RENDER_MODES, check_render_mode
+from butifarra_env.validate import RENDER_MODES, check_action, check_render_mode
 
 ILLEGAL_ACTION_MODES = ("penalize", "raise")
 
@@ -59,6 +60,7 @@ class SingleAgentEnv(gymnasium.Env):
         self.illegal_action = illegal_action
         self._illegal_reward = -float(self._aec.game_options.worst_hand_loss) * reward_scale
         self._policies = self._resolve_opponents(opponents)
+        self._interrupted: str | None = None  # why the hand stopped between two decisions
         self.observation_space = self._aec.observation_space(self.agent)
         self.action_space = gymnasium.spaces.Discrete(N_ACTIONS)
 
@@ -87,7 +89,7 @@ class SingleAgentEnv(gymnasium.Env):
         return policies
 
     @property
-    def game(self) -> Any:
+    def game(self) -> Game:
         """The underlying :class:`~butifarra_env.game.Game` (the current hand)."""
         return self._aec.game
 
@@ -100,19 +102,21 @@ class SingleAgentEnv(gymnasium.Env):
                 if p is not None and hasattr(p, "reset"):
                     p.reset(seed=seed + 1 + k)
         self._aec.reset(seed=seed, options=options)
+        self._interrupted = None
         reward = self._play_others()
         obs = self._aec.observe(self.agent)
         info = {"skipped_reward": reward} if reward else {}
         return obs, info
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Play the learner's ``action`` (an int id 0-55; anything else raises
+        IllegalActionError), then the other seats until the learner's next turn or the end."""
         aec = self._aec
-        if aec.terminations[self.agent]:
-            raise RuntimeError("the episode is over: call reset() before step()")
-        action = int(action)
-        if not (0 <= action < N_ACTIONS and (aec.game.legal >> action) & 1):
+        self._check_learner_to_move("step()")
+        action = check_action(action)
+        if not (aec.game.legal >> action) & 1:
             if self.illegal_action == "raise":
-                aec.step(action)  # raises the env's ValueError naming phase and legal actions
+                aec.step(action)  # raises IllegalActionError naming phase and legal actions
             obs = aec.observe(self.agent)
             obs["action_mask"][:] = 0
             aec.terminations = dict.fromkeys(AGENTS, True)
@@ -127,9 +131,23 @@ class SingleAgentEnv(gymnasium.Env):
             self.render()
         return aec.observe(self.agent), reward, terminated, False, info
 
+    def _check_learner_to_move(self, what: str) -> None:
+        """Refuse to act for the learner unless it really is the learner's turn."""
+        aec = self._aec
+        if aec._game is None:
+            raise RuntimeError(f"call reset() before {what}")
+        if self._interrupted is not None:
+            raise RuntimeError(
+                f"{self._interrupted}; the hand cannot go on from there: call reset()"
+            )
+        if aec.terminations[self.agent]:
+            raise RuntimeError(f"the episode is over: call reset() before {what}")
+
     def _play_others(self) -> float:
         """Let the other seats move until the learner's turn or the end; their moves may end
-        a hand, so the learner's share of those rewards is summed and returned."""
+        a hand, so the learner's share of those rewards is summed and returned. A policy that
+        raises or answers an illegal action leaves the hand unfinished: it is reported, and
+        every later step refuses until reset()."""
         aec = self._aec
         reward = 0.0
         while not aec.terminations[self.agent] and aec.agent_selection != self.agent:
@@ -137,13 +155,17 @@ class SingleAgentEnv(gymnasium.Env):
             seat = aec.agent_name_mapping[who]
             obs = aec.observe(who)
             policy = self._policies[seat]
-            if policy is None:
-                action = int(random_legal_actions(obs["action_mask"][None], self.np_random)[0])
-            elif isinstance(policy, Policy):
-                action = int(policy.act(obs["observation"], obs["action_mask"]))
-            else:
-                action = int(policy(obs["observation"], obs["action_mask"]))
-            aec.step(action)
+            try:
+                if policy is None:
+                    action = random_legal_actions(obs["action_mask"][None], self.np_random)[0]
+                elif isinstance(policy, Policy):
+                    action = policy.act(obs["observation"], obs["action_mask"])
+                else:
+                    action = policy(obs["observation"], obs["action_mask"])
+                aec.step(action)
+            except Exception as e:
+                self._interrupted = f"the opponent policy at seat {seat} ({policy!r}) failed: {e}"
+                raise
             reward += float(aec.rewards[self.agent])
         return reward
 

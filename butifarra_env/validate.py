@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from butifarra_env.actions import N_ACTIONS
 from butifarra_env.cards import ALL_CARDS, N_CARDS, N_TRICKS
+from butifarra_env.errors import IllegalActionError
 from butifarra_env.rules import N_SEATS
 
 RENDER_MODES = ("human", "ansi")
@@ -67,9 +69,25 @@ def check_number(name: str, value: object, lo: float, lo_inclusive: bool = False
     return float(value)  # type: ignore[arg-type]
 
 
+def check_action(action: object) -> int:
+    """An action id as an ``int`` 0-55: a Python or numpy integer, or a 0-d integer array.
+
+    Floats (even 48.0), bools, strings, None and sequences are refused with
+    :class:`~butifarra_env.errors.IllegalActionError` (a ValueError); whether the id is legal
+    in the position is the engine's check.
+    """
+    if isinstance(action, np.ndarray) and action.ndim == 0 and action.dtype.kind in "iu":
+        action = action.item()
+    if not is_int(action) or not 0 <= action < N_ACTIONS:  # type: ignore[operator]
+        raise IllegalActionError(
+            f"an action must be an int action id 0-{N_ACTIONS - 1}, got {_describe(action)}"
+        )
+    return int(action)  # type: ignore[call-overload]
+
+
 def check_seed(value: object, name: str = "seed") -> int | None:
     """A seed: None or an int >= 0 (what numpy's generators accept)."""
-    return check_int(name, value, 0, None, none_ok=True)  # type: ignore[no-any-return]
+    return check_int(name, value, 0, None, none_ok=True)
 
 
 def check_render_mode(render_mode: object) -> str | None:
@@ -77,7 +95,7 @@ def check_render_mode(render_mode: object) -> str | None:
         raise ValueError(
             f"render_mode must be None or one of {list(RENDER_MODES)}, got {_describe(render_mode)}"
         )
-    return render_mode  # type: ignore[return-value]
+    return render_mode
 
 
 def check_reward_scale(reward_scale: object) -> float:

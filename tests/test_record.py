@@ -89,6 +89,110 @@ def test_save_records_is_atomic(tmp_path) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        save_records(path, broken())
+        save_records(path, broken(), overwrite=True)
     assert len(load_records(path)) == 1  # the old file is intact
     assert [p.name for p in tmp_path.iterdir()] == ["r.jsonl"]  # no temp file left
+
+
+# ------------------------------------------------------------------ files: streams, checks
+def test_iter_records_names_the_line_of_bad_bytes_and_can_skip_bad_lines(tmp_path) -> None:
+    from butifarra_env.record import iter_records
+
+    good = json.dumps(played_record(0))
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(
+        (good + "\n").encode() + b"\xff\xfe broken\n" + b"[1, 2]\n" + (good + "\n").encode()
+    )
+    with pytest.raises(RecordError, match=r"mixed.jsonl:2: not UTF-8"):
+        list(iter_records(path))
+    skipped: list[str] = []
+    records = list(iter_records(path, skip_bad=True, skipped=skipped))
+    assert len(records) == 2
+    assert [s.split(": ", 1)[0][-7:] for s in skipped] == ["jsonl:2", "jsonl:3"]
+    assert "a record must be a dict" in skipped[1]
+
+
+def test_save_records_refuses_what_it_could_not_read_back(tmp_path) -> None:
+    rec = played_record(0)
+    for bad, match in (
+        ([1, 2], "must be a dict"),
+        ({**rec, "result": {"x": float("nan")}}, "not plain JSON"),
+        ({**rec, "dealer": np.int64(1)}, "not plain JSON"),
+        ({**rec, "env": "other_v3"}, "'env' is 'other_v3'"),
+    ):
+        with pytest.raises(RecordError, match=match):
+            save_records(tmp_path / "x.jsonl", [rec, bad])
+        assert not (tmp_path / "x.jsonl").exists()  # nothing half-written
+
+
+def test_save_records_never_replaces_an_existing_file(tmp_path) -> None:
+    path = tmp_path / "mine.jsonl"
+    save_records(path, [played_record(0)])
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError, match="not overwriting"):
+        save_records(path, [played_record(1)])
+    assert path.read_bytes() == before
+
+
+def test_append_adds_lines_in_place_without_rewriting(tmp_path) -> None:
+    from butifarra_env.record import append_records, iter_records
+
+    path = tmp_path / "games.jsonl"
+    assert append_records(path, [played_record(0)]) == 1  # creates the file
+    inode, before = path.stat().st_ino, path.read_bytes()
+    with open(path, "ab") as f:
+        f.write(b'{"cut": tr')  # a crash mid-line in some other writer
+    assert append_records(path, [played_record(1), played_record(2)]) == 2
+    assert path.stat().st_ino == inode and path.read_bytes().startswith(before)
+    skipped: list[str] = []
+    assert len(list(iter_records(path, skip_bad=True, skipped=skipped))) == 3
+    assert len(skipped) == 1 and ":2:" in skipped[0]
+    with pytest.raises(RecordError, match="must be a dict"):
+        append_records(path, [played_record(3), "oops"])  # checked first: nothing added
+    assert len(list(iter_records(path, skip_bad=True))) == 3
+
+
+def test_check_record_file_refuses_directories_and_foreign_files(tmp_path) -> None:
+    from butifarra_env.record import check_record_file
+
+    with pytest.raises(ValueError, match="is a directory"):
+        check_record_file(tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my thesis notes\n")
+    with pytest.raises(ValueError, match="not a JSON Lines file of game records"):
+        check_record_file(notes)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="cannot create the folder"):
+        check_record_file(tmp_path / "file" / "sub" / "games.jsonl")
+    assert check_record_file(tmp_path / "new" / "games.jsonl").parent.is_dir()
+
+
+def test_replay_refuses_a_tampered_result() -> None:
+    rec = played_record(4)
+    rec["result"]["scores"] = [999, 0]
+    with pytest.raises(RecordError, match="'result'.*is not what its moves give"):
+        replay(rec)
+
+
+def test_streaming_a_100000_record_file_takes_little_memory(tmp_path) -> None:
+    import tracemalloc
+
+    from butifarra_env.record import append_records, iter_records
+
+    line = (json.dumps(played_record(5), separators=(",", ":")) + "\n").encode()
+    path = tmp_path / "big.jsonl"
+    with open(path, "wb") as f:
+        for _ in range(100):
+            f.write(line * 1000)
+    size = path.stat().st_size
+    assert size > 60_000_000  # ~100k records
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in iter_records(path))
+        append_records(path, [played_record(6)])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 100_000
+    assert peak < 100 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+    assert path.stat().st_size > size
