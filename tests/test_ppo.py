@@ -1,11 +1,12 @@
-"""PPO: masked policy, per-seat GAE, checkpoints, resume, config validation, smoke run."""
+"""PPO: masked policy, per-seat GAE, checkpoints, resume, config validation, smoke run,
+and the strength of the shipped checkpoint."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,31 +14,23 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train.ppo import (  # noqa: E402
+from agents import Agent, make_agent  # noqa: E402
+from agents.ppo_net import (  # noqa: E402
     MASK_VALUE,
     ActorCritic,
-    Config,
-    Trainer,
+    build_model,
+    hidden_hands,
     load_checkpoint,
     masked_entropy,
     masked_log_probs,
+    masked_logits,
     model_payload,
-    per_seat_gae,
     sample_masked,
 )
+from train.ppo import OPPONENTS, Config, Opponent, Trainer, evaluate, per_seat_gae  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def engine_available() -> bool:
-    try:
-        import butifarra_env.batched  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_engine = pytest.mark.skipif(not engine_available(), reason="batched engine missing")
+SHIPPED = ROOT / "agents" / "checkpoints" / "ppo_butifarra.pt"
 
 
 def tiny_config(tmp_path: Path, **kw: object) -> Config:
@@ -94,7 +87,32 @@ def test_masked_sampling_never_illegal_and_no_nan() -> None:
     assert torch.allclose(chosen[single], torch.zeros(int(single.sum())), atol=1e-6)
     (chosen.sum() - ent.sum()).backward()
     assert torch.isfinite(logits.grad).all()
-    assert float("-inf") < MASK_VALUE
+
+
+def test_masked_softmax_gives_illegal_actions_exactly_zero() -> None:
+    """Whatever the network outputs (huge logits on illegal actions, very negative ones on
+    legal actions), the masked distribution puts exactly 0 on illegal actions, sums to 1,
+    and its log-probabilities, entropy and gradients stay finite."""
+    rng = np.random.default_rng(5)
+    masks = torch.from_numpy(random_masks(rng, 512))
+    logits = torch.from_numpy(rng.normal(0, 1e4, (512, 56)).astype(np.float32))
+    logits[~masks] = 1e7  # the network "prefers" every illegal action
+    logits[:8][masks[:8]] = -1e6  # and strongly dislikes every legal one in some rows
+    logits.requires_grad_(True)
+    probs = torch.softmax(masked_logits(logits, masks), dim=-1)
+    assert not torch.isnan(probs).any()
+    assert (probs[~masks] == 0).all()
+    torch.testing.assert_close(probs.sum(-1), torch.ones(512))
+    ent = masked_entropy(logits, masks)
+    n_legal = masks.sum(-1).double()
+    assert torch.isfinite(ent).all() and (ent >= 0).all()
+    assert (ent.double() <= torch.log(n_legal) + 1e-5).all()
+    rows = torch.arange(8)
+    assert (masks[rows, probs[:8].argmax(-1)]).all()
+    logp = masked_log_probs(logits, masks)
+    assert (logp[~masks] <= MASK_VALUE / 2).all() and torch.isfinite(logp).all()
+    (logp[masks].sum() + ent.sum()).backward()
+    assert torch.isfinite(logits.grad).all()
 
 
 def test_entropy_is_over_legal_actions_only() -> None:
@@ -199,7 +217,7 @@ def test_checkpoint_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="other.pt"):
         PPOAgent(other)
     wrong = tmp_path / "wrong_arch.pt"
-    payload = model_payload(ActorCritic(hidden=16, layers=1), Config(), {})
+    payload = model_payload(ActorCritic(hidden=16, layers=1), asdict(Config()), {})
     payload["arch"]["hidden"] = 32  # state_dict no longer fits
     torch.save(payload, wrong)
     with pytest.raises(ValueError, match="wrong_arch.pt"):
@@ -211,12 +229,11 @@ def test_checkpoint_errors_name_the_file(tmp_path: Path) -> None:
 
 
 def test_agent_round_trip_and_registry(tmp_path: Path) -> None:
-    from agents.base import make_agent
     from agents.ppo_agent import PPOAgent
 
     model = ActorCritic(hidden=16, layers=1)
     path = tmp_path / "agent.pt"
-    torch.save(model_payload(model, Config(), {"update": 7}), path)
+    torch.save(model_payload(model, asdict(Config()), {"update": 7}), path)
     torch.load(path, weights_only=True)  # plain tensors and containers only
     agent = PPOAgent(path)
     rng = np.random.default_rng(2)
@@ -234,20 +251,46 @@ def test_agent_round_trip_and_registry(tmp_path: Path) -> None:
     np.testing.assert_array_equal(reg.act_batch(obs, masks), expected)
 
 
-def test_shipped_checkpoint_loads() -> None:
-    from agents.base import make_agent
+# ----------------------------------------------------------------------------- shipped policy
+STRENGTH_DEALS = 200
+"""Duplicate deals (400 hands) per strength check: well under a second in the arena."""
+STRENGTH_BAR = 20.0
+"""Points/hand the lower end of the 95% CI against random must clear. The shipped policy's
+mean is about +74 (+64 on these deals, CI [+53, +74]); an untrained network's is about 0."""
 
-    path = ROOT / "agents" / "checkpoints" / "ppo_butifarra.pt"
-    assert path.is_file(), f"the shipped checkpoint {path} is missing"
-    assert path.stat().st_size <= 10 * 2**20
-    agent = make_agent("ppo")
-    mask = np.zeros(56, np.int8)
-    mask[[48, 52, 53]] = 1
-    assert agent.act(np.zeros(491, np.uint8), mask) in (48, 52, 53)
+
+def strength_vs_random(agent: Agent) -> tuple[float, str]:
+    """Lower 95% CI bound of ``agent`` against random on a fixed set of duplicate deals."""
+    from agents.arena import duel
+
+    result = duel(agent, "random", n_deals=STRENGTH_DEALS, seed=0)
+    return result.ci_low, result.summary()
+
+
+def test_shipped_checkpoint_loads_as_plain_tensors() -> None:
+    assert SHIPPED.is_file(), f"the shipped checkpoint {SHIPPED} is missing"
+    assert SHIPPED.stat().st_size <= 10 * 2**20
+    data = torch.load(SHIPPED, map_location="cpu", weights_only=True)
+    # the input scaling the policy was trained with is what the observation module gives now
+    assert torch.equal(data["model"]["obs_scale"], ActorCritic().obs_scale)
+
+
+def test_shipped_checkpoint_clearly_beats_random() -> None:
+    ci_low, summary = strength_vs_random(make_agent("ppo"))
+    assert ci_low > STRENGTH_BAR, summary
+
+
+def test_untrained_network_does_not_pass_the_strength_bar() -> None:
+    """The bar above is one an untrained network of the same architecture fails."""
+    from agents.ppo_agent import PPOAgent
+
+    torch.manual_seed(0)
+    fresh = build_model(load_checkpoint(SHIPPED)["arch"])
+    ci_low, summary = strength_vs_random(PPOAgent.from_model(fresh, seed=0))
+    assert ci_low <= STRENGTH_BAR, summary
 
 
 # ----------------------------------------------------------------------------- training
-@needs_engine
 def test_resume_after_crash_is_bit_exact(tmp_path: Path) -> None:
     """A run killed mid-way (injected exception) and resumed ends exactly where an
     uninterrupted run ends: only the interval since the last checkpoint is redone."""
@@ -278,7 +321,6 @@ def test_resume_after_crash_is_bit_exact(tmp_path: Path) -> None:
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4"]
 
 
-@needs_engine
 def test_smoke_training_subprocess(tmp_path: Path) -> None:
     export = tmp_path / "exported.pt"
     cmd = [
@@ -302,12 +344,44 @@ def test_smoke_training_subprocess(tmp_path: Path) -> None:
     assert PPOAgent(export).info["update"] == 2
 
 
+def test_opponents_are_named_and_drawn_as_configured(tmp_path: Path) -> None:
+    assert OPPONENTS == ("self", "snapshot", "rule", "random")
+    assert [OPPONENTS[o] for o in Opponent] == list(OPPONENTS)
+    probs = Config(opp_self=1, opp_snapshot=2, opp_rule=3, opp_random=4).opponent_probs()
+    np.testing.assert_allclose(probs[[Opponent.RULE, Opponent.RANDOM]], [0.3, 0.4])
+    only_random = tiny_config(tmp_path, opp_self=0, opp_snapshot=0, opp_rule=0, opp_random=1)
+    metrics = Trainer(replace(only_random, total_updates=1, num_steps=80)).train()
+    assert "train_vs_random" in metrics
+    assert "train_vs_rule" not in metrics and "train_vs_snapshot" not in metrics
+
+
+def test_batched_evaluation_uses_the_arena_confidence_interval() -> None:
+    """The batched evaluation backend reports the arena's t interval (agents.arena.mean_ci),
+    not a normal-approximation one."""
+    from agents.arena import mean_ci
+    from train.ppo import make_env, play_first_hands
+
+    def first_legal(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return np.argmax(mask != 0, axis=1)
+
+    def last_legal(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return 55 - np.argmax(mask[:, ::-1] != 0, axis=1)
+
+    n = 24
+    r = evaluate(first_legal, last_legal, n_deals=n, seed=9)
+    sides = [play_first_hands(first_legal, last_legal, t, n, 9, make_env) for t in (0, 1)]
+    per_deal = (sides[0] + sides[1]) / 2
+    mean, low, high = mean_ci(per_deal)
+    assert r["deals"] == n and r["mean"] == pytest.approx(mean)
+    assert r["ci95"] == pytest.approx((high - low) / 2)
+    assert r["ci95"] > 1.96 * per_deal.std(ddof=1) / np.sqrt(n)  # t_23 is wider than z
+
+
 def test_hidden_hands_for_central_critic() -> None:
     from butifarra_env.game import Game
     from butifarra_env.observation import encode_state
     from butifarra_env.options import Options
     from butifarra_env.rules import random_deal
-    from train.ppo import hidden_hands
 
     game = Game(Options(), 0, random_deal(np.random.default_rng(4), 0))
     state = np.stack([encode_state(game)] * 4)
@@ -329,31 +403,28 @@ def test_hidden_hands_for_central_critic() -> None:
 def test_canonical_suits_make_the_policy_suit_symmetric() -> None:
     """Moving trump to another suit (the other suits keeping their order) relabels the
     policy's logits the same way: with canonical suits the net cannot tell the difference."""
-    from butifarra_env.observation import FIELDS, OFFSETS
+    from butifarra_env.observation import CARD_FIELDS, field_slice
 
     torch.manual_seed(0)
     model = ActorCritic(hidden=32, layers=1, central_value=True)
     rng = np.random.default_rng(3)
     n = 64
     obs = rng.integers(0, 2, (n, 491)).astype(np.uint8)
-    t0 = OFFSETS["trump"]
-    obs[:, t0 : t0 + 6] = 0
-    obs[:, t0 + 1] = 1  # trump copas
+    trump = field_slice("trump")
+    obs[:, trump] = 0
+    obs[:, trump.start + 1] = 1  # trump copas
     masks = random_masks(rng, n).astype(np.int8)
     hid = rng.integers(0, 2, (n, 144)).astype(np.uint8)
     swap = [0, 1, 2, 3]
     swap[0], swap[1] = 1, 0  # relabel oros <-> copas (the other suits keep their order)
     card_perm = np.array([swap[c // 12] * 12 + c % 12 for c in range(48)])
     obs2 = obs.copy()
-    for name, size, _ in FIELDS:
-        if name in ("hand", "played", "trick"):
-            for b in range(size // 48):
-                base = OFFSETS[name] + 48 * b
-                obs2[:, base + card_perm] = obs[:, base : base + 48]
-    for seat in range(4):
-        base = OFFSETS["voids"] + 4 * seat
+    for name in CARD_FIELDS:
+        for base in range(field_slice(name).start, field_slice(name).stop, 48):
+            obs2[:, base + card_perm] = obs[:, base : base + 48]
+    for base in range(field_slice("voids").start, field_slice("voids").stop, 4):
         obs2[:, base + np.array(swap)] = obs[:, base : base + 4]
-    obs2[:, t0 + np.array(swap)] = obs[:, t0 : t0 + 4]
+    obs2[:, trump.start + np.array(swap)] = obs[:, trump.start : trump.start + 4]
     masks2 = masks.copy()
     masks2[:, card_perm] = masks[:, :48]
     hid2 = hid.copy()
