@@ -626,10 +626,10 @@ def _openskill_ratings(
     for d in range(n_deals):  # interleave pairs deal by deal so no pair is rated last
         for (na, nb), res in duels.items():
             x = res.pair_means[d]
-            ranks = [0, 0] if x == 0 else ([0, 1] if x > 0 else [1, 0])
+            ranks = [0.0, 0.0] if x == 0 else ([0.0, 1.0] if x > 0 else [1.0, 0.0])
             [[ra], [rb]] = model.rate([[rating[na]], [rating[nb]]], ranks=ranks)
             rating[na], rating[nb] = ra, rb
-    rows = []
+    rows: list[dict[str, Any]] = []
     for n in names:
         pts, won, played = [], 0.0, 0
         for (na, nb), res in duels.items():

@@ -55,6 +55,7 @@ from butifarra_env.actions import (
     PASS,
     TRUMP_BASE,
     bits_from_mask,
+    bits_from_masks,
 )
 from butifarra_env.cards import (
     BEATS,
@@ -75,8 +76,8 @@ from butifarra_env.rules import (
     PHASE_PLAY,
 )
 
-# Offsets (number - 1) inside a suit from the strongest card to the weakest.
-_OFFSETS_STRONG_TO_WEAK = tuple(n - 1 for n in STRENGTH_ORDER)
+# Positions in a suit (number - 1) from the strongest card to the weakest.
+_STRONG_TO_WEAK_POSITIONS = tuple(n - 1 for n in STRENGTH_ORDER)
 _SUIT_PATTERNS = 1 << 12
 """A suit's cards in a mask, shifted down to bits 0-11 (bit ``number - 1``)."""
 
@@ -85,7 +86,7 @@ def _strongest_and_weakest() -> tuple[tuple[int, ...], tuple[int, ...]]:
     strongest = [-1] * _SUIT_PATTERNS
     weakest = [-1] * _SUIT_PATTERNS
     for pattern in range(1, _SUIT_PATTERNS):
-        present = [o for o in _OFFSETS_STRONG_TO_WEAK if (pattern >> o) & 1]
+        present = [o for o in _STRONG_TO_WEAK_POSITIONS if (pattern >> o) & 1]
         strongest[pattern], weakest[pattern] = present[0], present[-1]
     return tuple(strongest), tuple(weakest)
 
@@ -152,8 +153,8 @@ def winning_card(v: View) -> tuple[int, int]:
     if v.leader < 0:
         return -1, -1
     seats = [(v.leader + k) & 3 for k in range(v.n_trick)]  # in playing order
-    first = rules.trick_winner([v.trick[r] for r in seats], v.trump)
-    return v.trick[seats[first]], seats[first]
+    winner = seats[rules.trick_winner([v.trick[r] for r in seats], v.trump)]
+    return v.trick[winner], winner
 
 
 def is_master(card: int, unseen: int) -> bool:
@@ -497,8 +498,9 @@ class RuleBasedAgent(Agent):
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         obs, masks = check_batch(observations, action_masks)
         out = np.empty(len(obs), dtype=np.int64)
-        for i, bits in enumerate(pack_bits_batch(obs)):
-            legal = bits_from_mask(masks[i])
+        for i, (bits, legal) in enumerate(
+            zip(pack_bits_batch(obs), bits_from_masks(masks), strict=True)
+        ):
             if not legal:
                 raise ValueError(f"row {i} of the action mask has no legal action")
             out[i] = decide(bits, legal)

@@ -4,9 +4,9 @@
 
 Checks out ``REV`` into a temporary git worktree, then times both trees in alternating fresh
 processes (so a busy machine slows both alike): random legal play through
-``butifarra_v0.env()`` (observation + mask at every decision) and ``BatchedEnv.step`` at one
-batch size, and the bare ``Game`` engine. Only the API both revisions share is used. Prints the medians and the
-median of the per-repeat ratios (this tree / REV).
+``butifarra_v0.env()`` (observation + mask at every decision), the bare ``Game`` engine, and
+``BatchedEnv.step`` at one batch size. Only the API both revisions share is used. Prints the
+medians and the median of the per-repeat ratios (this tree / REV).
 """
 
 from __future__ import annotations

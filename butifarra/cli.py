@@ -2,19 +2,22 @@
 and ``play`` (a person vs agents).
 
 Each subcommand registers itself with ``add_*_parser(subparsers)`` and runs through the
-``func`` it sets, so more subcommands (``demo``...) are one function each. Bad input
-(unknown agent, unloadable checkpoint, negative count) ends with a one-line message on
-stderr and exit status 2, never a traceback.
+``func`` it sets, so adding a subcommand is one more pair of functions. Bad input (unknown
+agent, unloadable checkpoint, negative count) ends with a one-line message on stderr and
+exit status 2, never a traceback. The programs themselves are :mod:`butifarra.demo`,
+:mod:`butifarra.play` and :mod:`agents.arena`, imported when their subcommand runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
 
-from agents.base import Agent, agent_names, make_agent
+from agents.base import Agent
+from agents.registry import agent_names, make_agent
 
 EXIT_USAGE = 2
 
@@ -109,7 +112,8 @@ def add_arena_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_arena(args: argparse.Namespace) -> int:
-    from agents.arena import atomic_write, duel, round_robin
+    from agents.arena import duel, hands_csv, round_robin
+    from butifarra_env.fileio import atomic_write_text
 
     if len(args.agents) < 2:
         raise CLIError("the arena needs at least two agents, e.g. 'butifarra arena rule random'")
@@ -140,12 +144,8 @@ def run_arena(args: argparse.Namespace) -> int:
         )
         print(res.summary())
         if args.out:
-            import json
-
-            from agents.arena import hands_csv
-
-            atomic_write(args.out + ".json", json.dumps(res.to_dict(), indent=2) + "\n")
-            atomic_write(args.out + ".csv", hands_csv(res))
+            atomic_write_text(args.out + ".json", json.dumps(res.to_dict(), indent=2) + "\n")
+            atomic_write_text(args.out + ".csv", hands_csv(res))
             print(f"wrote {args.out}.json and {args.out}.csv")
         return 0
     rr = round_robin(agents, args.deals, args.seed, workers=workers, progress=progress)
@@ -188,6 +188,7 @@ def add_play_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_play(args: argparse.Namespace) -> int:
     from butifarra.play import play
+    from butifarra_env.record import check_record_file
 
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     opp = [s.strip() for s in args.opponents.split(",")]
@@ -195,6 +196,11 @@ def run_play(args: argparse.Namespace) -> int:
         opp = opp * 2
     if len(opp) != 2 or not all(opp):
         raise CLIError(f"--opponents takes one agent or two 'A,B', got {args.opponents!r}")
+    if args.save is not None:
+        try:
+            check_record_file(args.save)
+        except ValueError as e:
+            raise CLIError(str(e)) from None
     me = args.seat
     specs = {(me + 2) % 4: args.partner, (me + 1) % 4: opp[0], (me + 3) % 4: opp[1]}
     agents = {s: build_agent(spec, seed + s) for s, spec in specs.items()}

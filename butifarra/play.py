@@ -17,7 +17,6 @@ import os
 import sys
 import unicodedata
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -28,15 +27,14 @@ from butifarra_env.actions import (
     DELEGATE,
     DOUBLE,
     DOUBLING_NAMES,
-    N_ACTIONS,
     PASS,
     TRUMP_BASE,
+    mask_from_bits,
 )
 from butifarra_env.cards import (
     N_CARDS,
     POINTS,
     SUIT,
-    SUIT_MASK,
     SUIT_NAMES,
     card_long_name,
     card_name,
@@ -47,7 +45,7 @@ from butifarra_env.cards import (
 from butifarra_env.game import Game
 from butifarra_env.observation import Observer
 from butifarra_env.options import Options
-from butifarra_env.record import game_record, load_records, save_records
+from butifarra_env.record import append_records, check_record_file, game_record, save_records
 from butifarra_env.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
@@ -55,10 +53,16 @@ from butifarra_env.rules import (
     PHASE_DOUBLING,
     PHASE_PLAY,
     TRUMP_UNSET,
+    Match,
+    draw_dealer,
+    legal_card_rule,
+    multiplier,
     random_deal,
 )
 
 EXIT_INTERRUPTED = 130
+UNREACHABLE_TARGET = sys.maxsize
+"""The match target when the options set none: the hands then go on until ``n_hands``."""
 
 _TRUMP_WORDS = {
     "oros": 0, "oro": 0, "ors": 0, "o": 0,
@@ -103,7 +107,7 @@ class Console:
         return line
 
 
-def _fold(text: str) -> str:
+def _normalise(text: str) -> str:
     """Lower-case, trimmed, single-spaced (accents kept: 'bé' and 'be' are both listed)."""
     return " ".join(unicodedata.normalize("NFC", text).strip().lower().split())
 
@@ -173,42 +177,39 @@ def _hand_lines(game: Game, seat: int) -> list[str]:
 
 
 def explain_illegal_card(game: Game, seat: int, card: int) -> str:
-    """Why ``card`` cannot be played now (the RULES.md legal-card rule that forbids it)."""
+    """Why ``card`` cannot be played now, in the words of the RULES.md legal-card rule
+    (1-5, :func:`~butifarra_env.rules.legal_card_rule`) that decides this trick."""
     legal_txt = "legal now: " + " ".join(
         card_name(c) for c in sorted(cards_of(game.legal), key=sort_key)
     )
     hand = game.hands[seat]
     if not (hand >> card) & 1:
         return f"you do not hold {card_name(card)} ({card_long_name(card)}); {legal_txt}"
-    led = game.led_suit
-    win = game.win_card
-    follow = hand & SUIT_MASK[led]
-    if follow and SUIT[card] != led:
+    led, win, trump = game.led_suit, game.win_card, game.trump
+    rule = legal_card_rule(hand, led, win, game.partner_winning(seat), trump)
+    if rule in (2, 3) and SUIT[card] != led:  # rules 2 and 3: follow suit when able
         return f"you must follow suit: {SUIT_NAMES[led]} was led and you hold some; {legal_txt}"
-    partner_winning = (game.win_seat ^ seat) & 1 == 0
-    if not partner_winning and follow and SUIT[win] == led:
+    if rule == 3:  # a card of the led suit that does not beat the opponent's
         return (
             f"an opponent is winning with {card_name(win)}: you must beat it with a higher "
             f"{SUIT_NAMES[led][:-1]} when you can ('matar'); {legal_txt}"
         )
-    if not partner_winning and not follow and game.trump != NO_TRUMP:
-        trumps = hand & SUIT_MASK[game.trump]
-        if SUIT[win] == game.trump:
-            return (
-                f"you have no {SUIT_NAMES[led]} and an opponent is winning with the trump "
-                f"{card_name(win)}: you must over-trump when you can; {legal_txt}"
-            )
-        if trumps:
-            return (
-                f"you have no {SUIT_NAMES[led]} and an opponent is winning: you must "
-                f"trump ({SUIT_NAMES[game.trump]}) when you can; {legal_txt}"
-            )
-    return f"{card_name(card)} is not legal now; {legal_txt}"
+    if rule == 4 and SUIT[win] == trump:
+        return (
+            f"you have no {SUIT_NAMES[led]} and an opponent is winning with the trump "
+            f"{card_name(win)}: you must over-trump when you can; {legal_txt}"
+        )
+    if rule == 4:
+        return (
+            f"you have no {SUIT_NAMES[led]} and an opponent is winning: you must "
+            f"trump ({SUIT_NAMES[trump]}) when you can; {legal_txt}"
+        )
+    return f"{card_name(card)} is not legal now; {legal_txt}"  # rules 1 and 5 allow any card
 
 
 def parse_choice(game: Game, seat: int, text: str) -> tuple[int | None, str]:
     """Read the person's answer for the current phase: (action, "") or (None, why not)."""
-    t = _fold(text)
+    t = _normalise(text)
     phase = game.phase
     if phase != PHASE_PLAY:
         options = _bid_options(game)
@@ -250,15 +251,21 @@ def parse_choice(game: Game, seat: int, text: str) -> tuple[int | None, str]:
     return card, ""
 
 
+def butifarra_multiplier(game: Game) -> int:
+    """What butifarra multiplies the hand's score by before any doubling (the options'
+    ``butifarra_base``: x2 by default, x1 in that variant)."""
+    return multiplier(NO_TRUMP, 0, game.options.butifarra_base)
+
+
 def _bid_options(game: Game) -> list[tuple[int, str]]:
     if game.phase == PHASE_DOUBLING:
-        nxt = DOUBLING_NAMES[game.level + 1]
-        return [(DOUBLE, f"{nxt} (double, x{game.multiplier * 2})"), (PASS, "pass (bé)")]
-    opts = [(TRUMP_BASE + s, SUIT_NAMES[s]) for s in range(4)]
-    opts.append((BUTIFARRA, "butifarra (no trump, x2)"))
+        raise_name = DOUBLING_NAMES[game.level + 1]
+        return [(DOUBLE, f"{raise_name} (double, x{game.multiplier * 2})"), (PASS, "pass (bé)")]
+    choices = [(TRUMP_BASE + s, SUIT_NAMES[s]) for s in range(4)]
+    choices.append((BUTIFARRA, f"butifarra (no trump, x{butifarra_multiplier(game)})"))
     if game.phase == PHASE_CHOOSE_TRUMP:
-        opts.append((DELEGATE, "delegar (your partner chooses)"))
-    return opts
+        choices.append((DELEGATE, "delegar (your partner chooses)"))
+    return choices
 
 
 def _options_text(options: list[tuple[int, str]]) -> str:
@@ -272,7 +279,7 @@ def describe_action(game: Game, seat: int, action: int) -> str:
     if action == DELEGATE:
         return "delegates to the partner"
     if action == BUTIFARRA:
-        return "sings BUTIFARRA (no trump, x2)"
+        return f"sings BUTIFARRA (no trump, x{butifarra_multiplier(game)})"
     if TRUMP_BASE <= action < BUTIFARRA:
         return f"chooses trump {SUIT_NAMES[action - TRUMP_BASE]}"
     if action == DOUBLE:
@@ -290,10 +297,13 @@ def hand_record(game: Game, players: Sequence[str], seed: int | None) -> dict[st
 
 
 def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
-    """Add one record to a JSON Lines file, rewriting it atomically (always a valid file)."""
-    records = load_records(path) if Path(path).exists() else []
-    records.append(record)
-    save_records(path, records)
+    """Add one record to a JSON Lines file, never rewriting what is there: a new file is
+    created whole and atomically (:func:`~butifarra_env.record.save_records`), an existing
+    one gets one line at its end (:func:`~butifarra_env.record.append_records`)."""
+    try:
+        save_records(path, [record])
+    except FileExistsError:
+        append_records(path, [record])
 
 
 HELP = """How to answer:
@@ -314,57 +324,71 @@ def play(
     inp: TextIO | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Run ``n_hands`` hands (dealer rotating) with a person at ``human_seat``.
+    """Run ``n_hands`` hands of a match (:class:`~butifarra_env.rules.Match`: dealer
+    rotating, scores adding up) with a person at ``human_seat``. When ``options`` set a
+    ``target_score``, the match also ends as soon as a team reaches it.
 
     Returns the process exit status: 0 when the hands were played or the person left,
     130 after Ctrl-C.
     """
-    con = Console(inp or sys.stdin, out or sys.stdout)
-    say = con.say
+    console = Console(inp or sys.stdin, out or sys.stdout)
+    say = console.say
     if not 0 <= human_seat <= 3:
         raise ValueError(f"seat must be 0-3, got {human_seat!r}")
     if set(agents) != {0, 1, 2, 3} - {human_seat}:
         raise ValueError("need one agent for each seat but the human's")
     if n_hands < 1:
         raise ValueError(f"hands must be >= 1, got {n_hands}")
+    if save is not None:
+        check_record_file(save)  # before the first hand: a bad path fails now, not after it
     options = options or Options()
     rng = np.random.default_rng(seed)
-    drawn = int(rng.integers(4))  # drawn either way, so the cards depend on the seed alone
-    first_dealer = drawn if dealer is None else dealer
+    drawn = draw_dealer(rng, None)  # drawn either way, so the cards depend on the seed alone
+    match = Match(options.target_score or UNREACHABLE_TARGET, drawn if dealer is None else dealer)
     players = ["human" if s == human_seat else agents[s].name for s in range(4)]
     for s, agent in agents.items():
         agent.reset(seed * 4 + s)
-    totals = [0, 0]
+    mine, theirs = human_seat & 1, 1 - (human_seat & 1)
+    partner, right, left = (human_seat + 2) % 4, (human_seat + 1) % 4, (human_seat + 3) % 4
     try:
         say(
-            f"Butifarra: you are seat {human_seat}; your partner is seat {(human_seat + 2) % 4} "
-            f"({players[(human_seat + 2) % 4]}); opponents: seat {(human_seat + 1) % 4} "
-            f"({players[(human_seat + 1) % 4]}) and seat {(human_seat + 3) % 4} "
-            f"({players[(human_seat + 3) % 4]}). Type 'help' for how to answer."
+            f"Butifarra: you are seat {human_seat}; your partner is seat {partner} "
+            f"({players[partner]}); opponents: seat {right} ({players[right]}) and seat "
+            f"{left} ({players[left]}). Type 'help' for how to answer."
         )
         say(f"Deal seed {seed} (--seed {seed} deals these cards again).")
-        for k in range(n_hands):
-            d = (first_dealer + k) % 4
+        for _ in range(n_hands):
+            hand_dealer = match.dealer
             game = Game(
-                options, d, random_deal(rng, d), hand_number=k, match_scores=(totals[0], totals[1])
+                options,
+                hand_dealer,
+                random_deal(rng, hand_dealer),
+                hand_number=match.hand_number,
+                match_scores=match.scores,
             )
-            say(f"\n=== Hand {k + 1} of {n_hands} — dealer: {seat_label(d, human_seat)} ===")
-            _play_hand(game, human_seat, agents, con)
+            say(
+                f"\n=== Hand {match.hand_number + 1} of {n_hands} — dealer: "
+                f"{seat_label(hand_dealer, human_seat)} ==="
+            )
+            _play_hand(game, human_seat, agents, console)
             scores = game.scores or (0, 0)
-            totals[0] += scores[0]
-            totals[1] += scores[1]
-            me = human_seat & 1
+            match_goes_on = match.add_hand(scores)
+            totals = match.scores
             say(
-                f"Hand over: your team {game.team_points[me]} points, other team "
-                f"{game.team_points[1 - me]}; {contract_text(game)}."
+                f"Hand over: your team {game.team_points[mine]} points, other team "
+                f"{game.team_points[theirs]}; {contract_text(game)}."
             )
             say(
-                f"Score for this hand: your team {scores[me]}, other team {scores[1 - me]}. "
-                f"Running total: your team {totals[me]}, other team {totals[1 - me]}."
+                f"Score for this hand: your team {scores[mine]}, other team {scores[theirs]}. "
+                f"Running total: your team {totals[mine]}, other team {totals[theirs]}."
             )
             if save is not None:
                 append_record(save, hand_record(game, players, seed))
                 say(f"Record saved to {save}")
+            if not match_goes_on:
+                winner = "Your team" if match.winner == mine else "The other team"
+                say(f"{winner} reached {match.target}: the match is over.")
+                break
     except QuitGame:
         say("\nLeaving the table. Bye!")
         return 0
@@ -374,8 +398,8 @@ def play(
     return 0
 
 
-def _play_hand(game: Game, human: int, agents: dict[int, Agent], con: Console) -> None:
-    say = con.say
+def _play_hand(game: Game, human: int, agents: dict[int, Agent], console: Console) -> None:
+    say = console.say
     observer = Observer()
     observer.reset(game)
     shown_hand = False
@@ -387,27 +411,26 @@ def _play_hand(game: Game, human: int, agents: dict[int, Agent], con: Console) -
                 say("")
                 say(render_view(game, human))
                 shown_hand = True
-            action = _ask(game, human, con)
+            action = _ask(game, human, console)
         else:
-            mask = np.zeros(N_ACTIONS, dtype=np.int8)
-            mask[game.legal_actions()] = 1
+            mask = mask_from_bits(game.legal)
             action = int(agents[seat].act(observer.observe(seat), mask))
         game.step(action)
         observer.update(game, seat, action)
         who = "You" if seat == human else seat_label(seat, human).capitalize()
         say(f"{who}: {describe_action(game, seat, action)}")
         if len(game.tricks) > tricks_before:
-            leader, cards, winner = game.tricks[-1]
-            pts = sum(POINTS[c] for c in cards) + 1
-            mine = "your team" if (winner ^ human) & 1 == 0 else "the other team"
+            _leader, cards, winner = game.tricks[-1]
+            points = sum(POINTS[c] for c in cards) + 1
+            team = "your team" if (winner ^ human) & 1 == 0 else "the other team"
             say(
                 f"  -> trick {len(game.tricks)} to {seat_label(winner, human)}: "
-                f"{pts} points for {mine}"
+                f"{points} points for {team}"
             )
 
 
-def _ask(game: Game, seat: int, con: Console) -> int:
-    say = con.say
+def _ask(game: Game, seat: int, console: Console) -> int:
+    say = console.say
     if game.phase == PHASE_PLAY:
         prompt = "Your card (name like 9o / 'rey de bastos', or its number): "
     else:
@@ -419,8 +442,8 @@ def _ask(game: Game, seat: int, con: Console) -> int:
             say("You deal: choose trump.")
         prompt = _options_text(_bid_options(game)) + ": "
     while True:
-        line = con.ask(prompt)
-        t = _fold(line)
+        line = console.ask(prompt)
+        t = _normalise(line)
         if not t:
             continue
         if t in _QUIT_WORDS:
@@ -440,6 +463,7 @@ def _ask(game: Game, seat: int, con: Console) -> int:
 __all__ = [
     "HELP",
     "append_record",
+    "butifarra_multiplier",
     "explain_illegal_card",
     "hand_record",
     "parse_choice",

@@ -65,6 +65,13 @@ def bits_from_mask(action_mask: np.ndarray) -> int:
     return int.from_bytes(packed.tobytes(), "little")
 
 
+def bits_from_masks(action_masks: np.ndarray) -> list[int]:
+    """:func:`bits_from_mask` of every row of an (N, 56) mask, in one numpy call."""
+    packed = np.packbits(np.asarray(action_masks) != 0, axis=1, bitorder="little")
+    raw, w = packed.tobytes(), packed.shape[1]
+    return [int.from_bytes(raw[i * w : (i + 1) * w], "little") for i in range(len(packed))]
+
+
 def random_legal_actions(action_masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One uniformly random legal action per row of an (N, 56) mask, as ``int64`` (N,).
 

@@ -263,17 +263,17 @@ class View:
         trick = [(bits >> (_TRICK_REL + N_CARDS * r)) & ALL_CARDS for r in range(N_SEATS)]
         self.trick: list[int] = [t.bit_length() - 1 if t else -1 for t in trick]
         """The card each relative seat has on the current trick (-1: none yet)."""
-        self.n_trick: int = sum(t >= 0 for t in self.trick)
+        self.n_trick: int = N_SEATS - trick.count(0)
         self.leader: int = _one_hot(bits >> _LEADER_REL, N_SEATS)
         v = bits >> _VOIDS_REL
         self.voids: list[int] = [(v >> (N_SUITS * r)) & 15 for r in range(N_SEATS)]
         """Bit s: that relative seat has shown it holds no card of suit s."""
-        trump = _one_hot(bits >> _TRUMP_REL, SIZES["trump"])
+        trump = _one_hot(bits >> _TRUMP_REL, _TRUMP_SIZE)
         self.trump: int = TRUMP_UNSET if trump < 0 else trump
         self.chooser: int = _one_hot(bits >> _CHOOSER_REL, N_SEATS)
         self.dealer: int = _one_hot(bits >> _DEALER_REL, N_SEATS)
-        self.level: int = max(_one_hot(bits >> _LEVEL_REL, SIZES["doubling_level"]), 0)
-        self.phase: int = _one_hot(bits >> _PHASE_REL, SIZES["phase"])
+        self.level: int = max(_one_hot(bits >> _LEVEL_REL, _LEVEL_SIZE), 0)
+        self.phase: int = _one_hot(bits >> _PHASE_REL, _PHASE_SIZE)
         self.unseen: int = ALL_CARDS & ~(self.hand | played[0] | played[1] | played[2] | played[3])
         """Cards I have not seen: in the other three hands."""
         self.sizes: list[int] = [N_TRICKS - p.bit_count() for p in played]
@@ -294,6 +294,9 @@ _CHOOSER_REL = OFFSETS["chooser"]
 _DEALER_REL = OFFSETS["dealer"]
 _LEVEL_REL = OFFSETS["doubling_level"]
 _PHASE_REL = OFFSETS["phase"]
+_TRUMP_SIZE = SIZES["trump"]
+_LEVEL_SIZE = SIZES["doubling_level"]
+_PHASE_SIZE = SIZES["phase"]
 
 
 # --------------------------------------------------------------------------- fast path

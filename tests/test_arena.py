@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents import RandomAgent, RuleBasedAgent, arena
-from agents.arena import CHUNK_DEALS, duel, mean_ci, round_robin, t_quantile
+from agents import RandomAgent, RuleBasedAgent, arena, stats
+from agents.arena import CHUNK_DEALS, MATCH_HAND_FIELDS, MatchStats, duel, round_robin
+from agents.stats import mean_ci, t_quantile
 from butifarra.cli import main
 from butifarra_env.options import Options
 from butifarra_env.rules import deal
@@ -56,6 +57,16 @@ def test_results_depend_on_the_seed_not_on_the_worker_count() -> None:
     assert not np.array_equal(one.hands["diff_a"], other.hands["diff_a"])
 
 
+def test_match_results_do_not_depend_on_the_worker_count() -> None:
+    n = CHUNK_DEALS + 3  # two chunks of matches
+    one = duel("rule", "random", 1, seed=5, n_matches=n, target_score=40, workers=1)
+    two = duel("rule", "random", 1, seed=5, n_matches=n, target_score=40, workers=2)
+    assert one.matches is not None and two.matches is not None
+    assert np.array_equal(one.matches.rows, two.matches.rows)
+    for k in MATCH_HAND_FIELDS:
+        assert np.array_equal(one.matches.hands[k], two.matches.hands[k])
+
+
 def fixed_deal(rng: np.random.Generator) -> tuple[int, list[int]]:
     """Pluggable dealing: every deal the same (cards in id order from seat 1)."""
     return 0, deal(np.arange(48), 0)
@@ -75,6 +86,7 @@ def test_options_reach_the_games() -> None:
 
 
 def test_mean_ci_matches_a_t_interval() -> None:
+    assert arena.mean_ci is stats.mean_ci  # one function, re-exported for older imports
     x = np.array([1.0, 2.0, 3.0, 4.0, 10.0])
     m, lo, hi = mean_ci(x)
     half = 2.776445 * x.std(ddof=1) / np.sqrt(5)  # t(0.975, 4)
@@ -86,13 +98,46 @@ def test_mean_ci_matches_a_t_interval() -> None:
     assert t_quantile(0.975, 10**9) == pytest.approx(1.959964, rel=1e-6)
 
 
-def test_matches_to_a_target() -> None:
-    res = duel(RuleBasedAgent(), RandomAgent(), 4, seed=2, n_matches=3, target_score=40)
+def test_rule_beats_random_in_duplicate_matches_to_101() -> None:
+    res = duel(RuleBasedAgent(), RandomAgent(), 4, seed=2, n_matches=8, target_score=101)
     m = res.matches
-    assert m is not None and len(m.rows) == 6
-    assert np.all(m.rows[:, 3] >= 1)
-    assert 0 <= m.won_a <= 6
-    assert "matches to 40" in res.summary()
+    assert m is not None and len(m.rows) == 16  # each match played with both seatings
+    assert m.won_a >= 13, m.rows  # far above the 8 of equal players
+    assert m.share_a == m.won_a / 16
+    assert f"matches to 101: rule won {m.won_a}/16" in res.summary()
+
+
+def match_plays(m: MatchStats) -> list[tuple[int, int, int, int, dict[str, np.ndarray]]]:
+    """(match, swapped, a_won, hands, that play's per-hand columns) for each match played."""
+    out = []
+    for match, swapped, a_won, n_hands in m.rows.tolist():
+        sel = (m.hands["deal"] == match) & (m.hands["swapped"] == swapped)
+        out.append((match, swapped, a_won, n_hands, {k: v[sel] for k, v in m.hands.items()}))
+    return out
+
+
+@pytest.mark.parametrize("target", [40, 101])
+def test_match_hands_rotate_the_dealer_and_stop_exactly_at_the_target(target: int) -> None:
+    res = duel(RuleBasedAgent(), RandomAgent(), 1, seed=4, n_matches=6, target_score=target)
+    m = res.matches
+    assert m is not None and len(m.hands["deal"]) == m.rows[:, 3].sum()
+    first_dealer = {}
+    for match, _swapped, a_won, n_hands, h in match_plays(m):
+        assert n_hands >= 1 and h["hand_number"].tolist() == list(range(n_hands))
+        # the deal passes to the next player every hand
+        assert h["dealer"].tolist() == [(h["dealer"][0] + k) % 4 for k in range(n_hands)]
+        # both seatings of a match start with the same dealer
+        assert first_dealer.setdefault(match, h["dealer"][0]) == h["dealer"][0]
+        # each hand starts from the running totals of the hands before it...
+        totals_a = np.cumsum(h["score_a"])
+        totals_b = np.cumsum(h["score_b"])
+        assert h["match_score_a"].tolist() == [0, *totals_a[:-1].tolist()]
+        assert h["match_score_b"].tolist() == [0, *totals_b[:-1].tolist()]
+        # ...no team had reached the target before the last hand, and one has after it
+        assert np.all(np.maximum(totals_a, totals_b)[:-1] < target)
+        assert max(totals_a[-1], totals_b[-1]) >= target
+        assert a_won == int(totals_a[-1] >= target)
+    assert m.won_a == m.rows[:, 2].sum()
 
 
 def test_bad_counts_and_agents_raise_clear_errors() -> None:
@@ -117,14 +162,6 @@ def test_round_robin_rates_and_writes_files_atomically(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["rr.csv", "rr.json"]
 
 
-def test_atomic_write_replaces_whole_files(tmp_path: Path) -> None:
-    p = tmp_path / "x.json"
-    arena.atomic_write(p, "first")
-    arena.atomic_write(p, "second")
-    assert p.read_text() == "second"
-    assert [q.name for q in tmp_path.iterdir()] == ["x.json"]
-
-
 # --------------------------------------------------------------------------- CLI
 def test_cli_duel_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "duel"
@@ -134,6 +171,11 @@ def test_cli_duel_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "rule vs random: 20 duplicate deals" in text and "95% CI" in text
     assert json.loads(out.with_suffix(".json").read_text())["n_deals"] == 20
     assert len(out.with_suffix(".csv").read_text().splitlines()) == 41
+    # a second run replaces both files whole and leaves no temporary file behind
+    assert main(["arena", "rule", "random", "-n", "12", "--no-progress", "--out", str(out)]) == 0
+    assert json.loads(out.with_suffix(".json").read_text())["n_deals"] == 12
+    assert len(out.with_suffix(".csv").read_text().splitlines()) == 25
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["duel.csv", "duel.json"]
 
 
 def test_cli_round_robin(capsys: pytest.CaptureFixture[str]) -> None:

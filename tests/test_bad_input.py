@@ -104,10 +104,11 @@ def test_unknown_options_are_named() -> None:
 
 # ------------------------------------------------------------------ reset
 NEGATIVE = st.integers(max_value=-1)
+NOT_PAIRS = NOT_INTS.filter(lambda v: not (isinstance(v, list) and len(v) == 2))
 NO_HANDS = st.just([])
 RESET_KEYS = ("match_scores", "hand_number", "dealer", "hands", "one_hand")
 RESET_BAD = st.one_of(
-    st.fixed_dictionaries({"match_scores": st.one_of(NOT_INTS, st.integers())}),
+    st.fixed_dictionaries({"match_scores": st.one_of(NOT_PAIRS, st.integers())}),
     st.fixed_dictionaries(
         {
             "match_scores": st.lists(

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import io
+import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from agents import RandomAgent, RuleBasedAgent
-from butifarra.play import explain_illegal_card, parse_choice, play, render_view
+from agents import Agent, RandomAgent, RuleBasedAgent
+from butifarra.cli import main
+from butifarra.play import (
+    append_record,
+    explain_illegal_card,
+    hand_record,
+    parse_choice,
+    play,
+    render_view,
+)
 from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
 from butifarra_env.cards import parse_card
 from butifarra_env.game import Game
@@ -30,15 +42,13 @@ def script(*first: str, cycles: int = 40) -> str:
     return "".join(line + "\n" for line in first) + CYCLE * cycles
 
 
-def agents_for(seat: int) -> dict[int, object]:
+def agents_for(seat: int) -> dict[int, Agent]:
     return {s: (RuleBasedAgent() if s % 2 == seat % 2 else RandomAgent(s)) for s in range(4)
             if s != seat}  # fmt: skip
 
 
-def fresh_game(dealer: int = 0) -> Game:
-    import numpy as np
-
-    return Game(Options(), dealer, random_deal(np.random.default_rng(1), dealer))
+def fresh_game(dealer: int = 0, options: Options | None = None) -> Game:
+    return Game(options or Options(), dealer, random_deal(np.random.default_rng(1), dealer))
 
 
 # --------------------------------------------------------------------------- parsing
@@ -102,6 +112,21 @@ def test_must_trump_is_explained() -> None:
     assert explain_illegal_card(game, 3, parse_card("2b")).endswith("legal now: 5o 4o")
 
 
+def test_must_over_trump_is_explained() -> None:
+    # oros trump; seat 1 led the 10c, seat 2 (an opponent of seat 3) trumped with the 2o
+    game = play_position(0, leader=1, trick="10c 2o", hands={3: "3o 4b 5b"})
+    action, why = parse_choice(game, 3, "4b")
+    assert action is None and "must over-trump" in why and why.endswith("legal now: 3o")
+
+
+def test_the_partner_need_not_be_beaten_but_suit_must_be_followed() -> None:
+    # seat 1 (seat 3's partner) led the 12c and wins it: any copa, never forced to beat
+    game = play_position(0, leader=1, trick="12c 10c", hands={3: "2c 1c 5o"})
+    assert parse_choice(game, 3, "2c") == (parse_card("2c"), "")
+    action, why = parse_choice(game, 3, "5o")
+    assert action is None and "must follow suit" in why and why.endswith("legal now: 1c 2c")
+
+
 def test_no_trump_void_plays_anything() -> None:
     game = play_position(NO_TRUMP, leader=1, trick="10c 12c", hands={3: "4o 6e 2b"})
     assert parse_choice(game, 3, "6e") == (parse_card("6e"), "")
@@ -126,6 +151,74 @@ def test_scripted_hand_with_bad_input_saves_a_replayable_record(tmp_path: Path) 
         assert record["players"][0] == "human" and record["seed"] == 5
         env = replay(record)
         assert env.game.is_over and env.game.scores == tuple(record["result"]["scores"])
+
+
+@pytest.mark.parametrize("base", [1, 2])
+def test_butifarra_multiplier_follows_the_options(base: int) -> None:
+    game = fresh_game(options=Options(butifarra_base=base))
+    _, why = parse_choice(game, 0, "trumpets")
+    assert f"[5] butifarra (no trump, x{base})" in why
+    out = io.StringIO()
+    options = Options(butifarra_base=base, max_doubling_level=0)
+    play(0, agents_for(0), seed=2, dealer=0, options=options,
+         inp=io.StringIO(script("butifarra")), out=out)  # fmt: skip
+    shown = out.getvalue()
+    assert f"[5] butifarra (no trump, x{base})" in shown
+    assert f"You: sings BUTIFARRA (no trump, x{base})" in shown
+    assert f"butifarra (no trump) (chosen by seat 0), multiplier x{base}" in shown
+    assert len(re.findall(r"no trump, x\d", shown)) == shown.count(f"no trump, x{base}")
+
+
+def test_hands_follow_the_match_and_end_at_the_options_target() -> None:
+    out = io.StringIO()
+    rc = play(1, agents_for(1), seed=3, dealer=2, n_hands=6, options=Options(target_score=20),
+              inp=io.StringIO(script("oros", "pass", cycles=200)), out=out)  # fmt: skip
+    assert rc == 0
+    shown = out.getvalue()
+    dealers = re.findall(r"=== Hand (\d) of 6 — dealer: .*\(seat (\d)\) ===", shown)
+    assert [int(d) for _, d in dealers] == [(2 + k) % 4 for k in range(len(dealers))]
+    totals = re.findall(r"Running total: your team (\d+), other team (\d+)\.", shown)
+    reached = [max(int(a), int(b)) >= 20 for a, b in totals]
+    assert reached[-1] and not any(reached[:-1])  # stops at the hand that reaches 20
+    assert len(totals) < 6 and shown.endswith("reached 20: the match is over.\n")
+
+
+def finished_record(seed: int) -> dict[str, object]:
+    rng = np.random.default_rng(seed)
+    game = fresh_game()
+    while not game.is_over:
+        legal = game.legal_actions()
+        game.step(legal[int(rng.integers(len(legal)))])
+    return hand_record(game, ["human", "rule", "rule", "rule"], seed)
+
+
+def test_append_record_adds_lines_and_never_rewrites_the_file(tmp_path: Path) -> None:
+    first, second, third = (finished_record(s) for s in (1, 2, 3))
+    path = tmp_path / "new" / "hands.jsonl"
+    append_record(path, first)  # a new file (and folder), created whole
+    assert load_records(path) == [first]
+    before = path.read_bytes()
+    inode = os.stat(path).st_ino
+    append_record(path, second)
+    assert os.stat(path).st_ino == inode  # appended in place, not replaced
+    assert path.read_bytes().startswith(before)
+    # a file cut mid-line (a crash): the next record still starts on a line of its own
+    with open(path, "ab") as f:
+        f.write(b'{"cut')
+    append_record(path, third)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[-1]) == third
+    assert load_records(path, skip_bad=True) == [first, second, third]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["hands.jsonl"]
+
+
+def test_play_refuses_a_save_file_that_is_not_records(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my shopping list\n")
+    with pytest.raises(ValueError, match="not a JSON Lines file of game records"):
+        play(0, agents_for(0), save=notes, inp=io.StringIO(""), out=io.StringIO())
+    assert notes.read_text() == "my shopping list\n"
+    assert main(["play", "--save", str(notes)]) == 2
 
 
 def test_end_of_input_leaves_cleanly() -> None:
