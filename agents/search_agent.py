@@ -1,0 +1,302 @@
+"""A search agent: Perfect-Information Monte Carlo (PIMC) card play over sampled deals.
+
+For each card decision it deals the hidden cards many times, consistently with everything
+its seat has seen (:mod:`butifarra_env.sampling`: cards played and by whom, voids shown,
+hand sizes), and scores each legal card on every sampled deal: a fast full-information
+rollout to the endgame, then the exact result of the last tricks from the double-dummy
+solver (:mod:`agents.double_dummy`); near the end of the hand the solver decides from the
+card itself. The card with the best mean wins. Because the score difference of a hand is
+``(my team's points - 36) x multiplier`` either way, maximising expected points is
+maximising expected score.
+
+Bidding (trump choice, delegation, doubling) is left to another agent (the shipped PPO
+policy when torch is installed, else the rule-based player): :attr:`SearchConfig.bidding`.
+
+The work per decision is a number of sampled deals (``samples``: deterministic for a
+seed) and, optionally, a time budget in seconds (``budget``): sampling stops at whichever
+comes first (a budget makes results depend on the machine's speed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from agents.base import Agent, check_batch
+from agents.double_dummy import WINNERS as _WINNERS
+from agents.double_dummy import Solver
+from butifarra_env.actions import bits_from_mask
+from butifarra_env.cards import BELOW, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
+from butifarra_env.observation import View, pack_bits
+from butifarra_env.rules import NO_SUIT, PHASE_PLAY, TRUMP_UNSET, legal_cards
+from butifarra_env.sampling import HiddenDeal
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """The knobs of :class:`SearchAgent` (each one a ``key=value`` of the agent spec)."""
+
+    samples: int = 24
+    """Sampled deals per card decision (the most; fewer when ``budget`` runs out first)."""
+    budget: float = 0.0
+    """Seconds per decision; 0 = no time limit (only ``samples``)."""
+    endgame: int = 4
+    """Solve exactly once this many tricks (or fewer) are left; roll out before that."""
+    bidding: str = "auto"
+    """Agent spec for trump choice and doubling: "auto" (ppo if available, else rule)."""
+
+    @classmethod
+    def parse(cls, text: str | None) -> SearchConfig:
+        """``"samples=32,budget=0.2"`` -> a config; ValueError naming a bad key or value."""
+        values: dict[str, object] = {}
+        known = {f.name: f.type for f in fields(cls)}
+        for item in (text or "").split(","):
+            if not item.strip():
+                continue
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or key not in known:
+                raise ValueError(
+                    f"search agent option {item.strip()!r}: use key=value with keys {list(known)}"
+                )
+            raw = raw.strip()
+            try:
+                number = float(raw) if key == "budget" else int(raw) if key != "bidding" else 0
+                values[key] = raw if key == "bidding" else number
+            except ValueError:
+                raise ValueError(f"search agent option {key}={raw!r} is not a number") from None
+        cfg = cls(**values)  # type: ignore[arg-type]
+        if cfg.samples < 1 or cfg.budget < 0 or not 0 <= cfg.endgame <= 12:
+            raise ValueError(
+                "search agent: samples must be >= 1, budget >= 0 seconds, endgame 0-12 tricks; "
+                f"got {cfg}"
+            )
+        return cfg
+
+
+class SearchAgent(Agent):
+    """PIMC card play with a double-dummy endgame; bidding by another agent."""
+
+    name = "search"
+
+    def __init__(
+        self,
+        config: SearchConfig | None = None,
+        bidding: Agent | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.config = config or SearchConfig()
+        self.bidding = bidding
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
+        if self.bidding is not None:
+            self.bidding.reset(seed)
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        legal = bits_from_mask(action_mask)
+        if not legal:
+            raise ValueError("no legal action in the mask")
+        view = View(pack_bits(observation))
+        if view.phase != PHASE_PLAY:
+            if self.bidding is None:
+                raise ValueError("the search agent needs a bidding agent for this phase")
+            return int(self.bidding.act(observation, action_mask))
+        if not legal & (legal - 1):
+            return legal.bit_length() - 1
+        return choose_card(view, legal, self.config, self.rng)
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        obs, masks = check_batch(observations, action_masks)
+        return np.fromiter(
+            (self.act(obs[i], masks[i]) for i in range(len(obs))), dtype=np.int64, count=len(obs)
+        )
+
+
+# --------------------------------------------------------------------------- card play
+
+
+@dataclass
+class SearchStats:
+    """What the last card decision did (for tests and benchmarks)."""
+
+    samples: int = 0
+    seconds: float = 0.0
+    candidates: int = 0
+
+
+def choose_card(
+    view: View,
+    legal: int,
+    config: SearchConfig,
+    rng: np.random.Generator,
+    clock: Callable[[], float] = time.perf_counter,
+    stats: SearchStats | None = None,
+) -> int:
+    """The legal card with the best mean result over sampled deals (relative seats: 0 me).
+
+    Equivalent cards (same suit and points, nothing still out between them) are scored once.
+    ``clock`` is injectable so the time budget can be tested without real time.
+    """
+    start = clock()
+    trick = [
+        ((view.leader + k) & 3, view.trick[(view.leader + k) & 3]) for k in range(view.n_trick)
+    ]
+    hidden = HiddenDeal(view.unseen, (1, 2, 3), view.sizes[1:], view.voids[1:])
+    in_play = view.unseen | view.hand | sum(1 << c for _, c in trick)
+    groups = card_groups(legal, in_play)
+    candidates = [g[0] for g in groups]
+    totals = dict.fromkeys(candidates, 0)
+    tricks_left = view.sizes[0]  # my cards = tricks still to finish, the current one included
+    done = 0
+    while done < config.samples:
+        dealt = hidden.sample(rng)
+        hands = [view.hand, dealt[1], dealt[2], dealt[3]]
+        solver = Solver(view.trump)
+        if tricks_left <= config.endgame:
+            values = solver.best_moves(hands, 0, trick)
+        else:
+            values = {
+                c: _rollout_value(hands, trick, c, view.trump, config.endgame, solver)
+                for c in candidates
+            }
+        for c in candidates:
+            totals[c] += values[c]
+        done += 1
+        if config.budget and clock() - start >= config.budget * 0.9:
+            break
+    if stats is not None:
+        stats.samples, stats.seconds, stats.candidates = done, clock() - start, len(candidates)
+    best = max(candidates, key=lambda c: (totals[c], -POINTS[c], -c))
+    return min(next(g for g in groups if g[0] == best))  # the lowest of an equivalent group
+
+
+def card_groups(legal: int, in_play: int) -> list[list[int]]:
+    """Legal cards grouped when interchangeable: same suit, same points, and no card still in
+    play (``in_play``: held by anyone or on the table) between them in strength."""
+    groups: list[list[int]] = []
+    for card in sorted(cards_of(legal), key=lambda c: (SUIT[c], STRENGTH[c])):
+        if groups:
+            prev = groups[-1][-1]
+            between = BELOW[card] & ~BELOW[prev] & ~(1 << prev)
+            if SUIT[prev] == SUIT[card] and POINTS[prev] == POINTS[card] and not between & in_play:
+                groups[-1].append(card)
+                continue
+        groups.append([card])
+    return groups
+
+
+def _rollout_value(
+    hands: list[int],
+    trick: list[tuple[int, int]],
+    card: int,
+    trump: int,
+    endgame: int,
+    solver: Solver,
+) -> int:
+    """My team's points from now if I play ``card``: heuristic full-information play until
+    ``endgame`` tricks are left, then the exact double-dummy result."""
+    h = list(hands)
+    h[0] ^= 1 << card
+    trick = [*trick, (0, card)]
+    seat = 1
+    gained = 0
+    beat = _WINNERS[trump]
+    while True:
+        if len(trick) == 4:
+            win_seat, win = trick[0]
+            pts = POINTS[win]
+            for s, c in trick[1:]:
+                pts += POINTS[c]
+                if (beat[win] >> c) & 1:
+                    win, win_seat = c, s
+            if not win_seat & 1:
+                gained += pts + 1
+            trick = []
+            seat = win_seat
+            if (h[0] | h[1] | h[2] | h[3]).bit_count() <= 4 * endgame:
+                return gained + solver.solve(h, seat, trick)
+        c = _greedy_card(h, seat, trick, trump, beat)
+        h[seat] ^= 1 << c
+        trick.append((seat, c))
+        seat = (seat + 1) & 3
+
+
+def _greedy_card(
+    h: list[int], seat: int, trick: list[tuple[int, int]], trump: int, beat: Sequence[int]
+) -> int:
+    """A quick full-information heuristic: take the trick cheaply when the card will hold,
+    load points on a partner's sure trick, otherwise play the cheapest card."""
+    if trick:
+        led = SUIT[trick[0][1]]
+        win_seat, win = trick[0]
+        for s, c in trick[1:]:
+            if (beat[win] >> c) & 1:
+                win, win_seat = c, s
+        partner_winning = not (win_seat ^ seat) & 1
+    else:
+        led, win, partner_winning = NO_SUIT, -1, False
+    legal = legal_cards(h[seat], led, win, partner_winning, trump)
+    if not legal & (legal - 1):
+        return legal.bit_length() - 1
+    n_left = 3 - len(trick)  # players after me in this trick
+    opponents = [(seat + k) & 3 for k in (1, 3) if k <= n_left]
+    if partner_winning and _holds(h, beat[win], led, opponents):
+        return _pick(legal, _LOAD)
+    if win < 0:  # leading: a card nobody can beat, richest first; else the cheapest
+        sure = 0
+        rest = legal
+        while rest:
+            c = (rest & -rest).bit_length() - 1
+            rest &= rest - 1
+            if _holds(h, beat[c], SUIT[c], opponents):
+                sure |= 1 << c
+        return _pick(sure, _RICH) if sure else _pick(legal, _CHEAP)
+    winning = legal & beat[win]
+    holding = 0
+    while winning:
+        c = (winning & -winning).bit_length() - 1
+        winning &= winning - 1
+        if _holds(h, beat[c], led, opponents):
+            holding |= 1 << c
+    if holding:
+        return _pick(holding, _CHEAP_WINNER[trump])
+    return _pick(legal, _CHEAP)
+
+
+def _holds(h: list[int], beaten_by: int, led: int, opponents: list[int]) -> bool:
+    """Can none of ``opponents`` (still to play) take the trick from a card that the cards
+    ``beaten_by`` beat, with a card they may legally play?"""
+    for s in opponents:
+        hand = h[s]
+        pool = (hand & SUIT_MASK[led]) if led != NO_SUIT else 0
+        if (pool or hand) & beaten_by:
+            return False
+    return True
+
+
+def _pick(cards: int, order: Sequence[int]) -> int:
+    """The card of ``cards`` that comes first in ``order`` (a key per card: lowest wins)."""
+    best, best_key = -1, 1 << 30
+    while cards:
+        c = (cards & -cards).bit_length() - 1
+        cards &= cards - 1
+        if order[c] < best_key:
+            best, best_key = c, order[c]
+    return best
+
+
+_CHEAP = tuple(POINTS[c] * 16 + STRENGTH[c] for c in range(48))
+"""Give away least: fewest points, then weakest."""
+_LOAD = tuple(-(POINTS[c] * 16) + STRENGTH[c] for c in range(48))
+"""Load a partner's trick: most points, then weakest."""
+_RICH = tuple(-(POINTS[c] * 16 + STRENGTH[c]) for c in range(48))
+"""A sure winner to lead: most points, then strongest."""
+_CHEAP_WINNER = tuple(
+    tuple((SUIT[c] == t) * 64 + STRENGTH[c] for c in range(48)) for t in range(TRUMP_UNSET + 1)
+)
+"""Win cheaply: a non-trump first, then the weakest card that does it."""
