@@ -23,8 +23,9 @@ import json
 import math
 import multiprocessing as mp
 import os
+import pickle
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -34,12 +35,14 @@ import numpy as np
 from agents.base import Agent
 from agents.registry import make_agent
 from agents.stats import mean_ci, t_quantile
-from butifarra_env.actions import masks_from_bits
+from butifarra_env.actions import N_ACTIONS, action_name, masks_from_bits
 from butifarra_env.fileio import atomic_write_text
 from butifarra_env.game import Game
 from butifarra_env.observation import PERMUTATION, Observer
 from butifarra_env.options import Options
-from butifarra_env.rules import Match, draw_dealer, random_deal
+from butifarra_env.record import append_records, check_record_file, game_record
+from butifarra_env.rules import PHASE_NAMES, Match, draw_dealer, random_deal
+from butifarra_env.validate import check_int
 
 CHUNK_DEALS = 64
 """Deals per unit of work. Results depend on it (agent reseeding), never on ``workers``."""
@@ -75,55 +78,158 @@ def uniform_deal(rng: np.random.Generator) -> tuple[int, list[int]]:
 
 
 # --------------------------------------------------------------------------- engine
+class AgentError(RuntimeError):
+    """An agent failed during a game (raised, returned something that is not an action, or
+    chose an illegal one); the message names the agent, the deal and the decision."""
+
+
+ProbsEntry = dict[str, float] | None
+"""One decision's logged probabilities: ``{action id (str): probability}`` over the legal
+actions, or None for an agent without a policy distribution."""
+
+
 class _Table:
     """One seating of one deal (or match): the game in progress and the hands finished."""
 
-    __slots__ = ("game", "observer", "seat_agent", "hands_done", "key", "match")
+    __slots__ = (
+        "game",
+        "observer",
+        "seat_agent",
+        "hands_done",
+        "key",
+        "kind",
+        "match",
+        "probs",
+        "probs_done",
+    )
 
     game: Game
     match: Match
 
-    def __init__(self, seat_agent: tuple[int, int, int, int], key: tuple[int, int]) -> None:
+    def __init__(
+        self, seat_agent: tuple[int, int, int, int], key: tuple[int, int], kind: str = "deal"
+    ) -> None:
         self.seat_agent = seat_agent  # index into the agent list, by seat
         self.key = key  # (deal or match index, swapped)
+        self.kind = kind  # "deal" or "match": what key[0] counts
         self.observer = Observer()
         self.hands_done: list[Game] = []
+        self.probs: list[ProbsEntry] = []  # the current hand's, when logging
+        self.probs_done: list[list[ProbsEntry]] = []
 
     def start(self, game: Game) -> None:
         self.game = game
         self.observer.reset(game)
+        self.probs = []
+
+    def where(self) -> str:
+        """The hand in words, for error messages."""
+        index, swapped = self.key
+        seats = "1 and 3" if swapped else "0 and 2"
+        return (
+            f"{self.kind} {index} (agent A's team at seats {seats}), "
+            f"hand {len(self.hands_done)}, move {len(self.game.actions)}"
+        )
 
 
 def _run_tables(
     tables: list[_Table],
     agents: Sequence[Agent],
     next_game: Callable[[_Table], Game | None],
+    log_probs: bool = False,
 ) -> None:
-    """Play every table to the end in lockstep, batching decisions per agent."""
+    """Play every table to the end in lockstep, batching decisions per agent; with
+    ``log_probs``, keep each decision's probabilities (:meth:`Agent.action_probs_batch`)."""
     live = [t for t in tables if _start_next(t, next_game)]
     while live:
         groups: dict[int, list[_Table]] = {}
         for t in live:
             groups.setdefault(t.seat_agent[t.game.to_move], []).append(t)
         for idx, group in groups.items():
+            agent = agents[idx]
             games = [t.game for t in group]
             seats = np.fromiter((g.to_move for g in games), dtype=np.intp, count=len(games))
             canon = np.stack([t.observer.canon for t in group])
             obs = np.take_along_axis(canon, PERMUTATION[seats], axis=1)
-            actions = agents[idx].act_batch(obs, masks_from_bits([g.legal for g in games]))
-            for t, seat, a in zip(group, seats.tolist(), actions.tolist(), strict=True):
+            masks = masks_from_bits([g.legal for g in games])
+            actions = _decide(agent, obs, masks, group)
+            if log_probs:
+                for t, entry in zip(group, _probs_entries(agent, obs, masks, group), strict=True):
+                    t.probs.append(entry)
+            for t, seat, a in zip(group, seats.tolist(), actions, strict=True):
                 g = t.game
-                if not (0 <= a < 56 and (g.legal >> a) & 1):
-                    raise RuntimeError(
-                        f"agent {agents[idx].name!r} chose illegal action {a} at seat {seat}; "
-                        f"legal: {g.legal_actions()}"
+                if not (0 <= a < N_ACTIONS and (g.legal >> a) & 1):
+                    raise AgentError(
+                        f"agent {agent.name!r} chose an illegal action in {t.where()}: "
+                        f"{g.illegal_message(a)}"
                     )
                 g.step(a)
                 t.observer.update(g, seat, a)
         for t in live:
             if t.game.is_over:
                 t.hands_done.append(t.game)
+                t.probs_done.append(t.probs)
         live = [t for t in live if not t.game.is_over or _start_next(t, next_game)]
+
+
+def _decision(t: _Table) -> str:
+    g = t.game
+    legal = ", ".join(f"{a} ({action_name(a)})" for a in g.legal_actions())
+    return (
+        f"{t.where()}: seat {g.to_move} to move in phase {PHASE_NAMES[g.phase]!r}; "
+        f"legal actions: [{legal}]"
+    )
+
+
+def _decide(agent: Agent, obs: np.ndarray, masks: np.ndarray, group: list[_Table]) -> list[int]:
+    """``agent.act_batch`` for the group's decisions, as a list of ints; any failure is an
+    :class:`AgentError` naming the agent and the decision (the first one, or the one row
+    that fails on its own when the batch is asked again row by row)."""
+    n = len(group)
+    try:
+        actions = np.asarray(agent.act_batch(obs, masks))
+    except Exception as e:
+        for i, t in enumerate(group):  # which decision? ask again one row at a time
+            try:
+                agent.act_batch(obs[i : i + 1], masks[i : i + 1])
+            except Exception as row_error:
+                raise AgentError(
+                    f"agent {agent.name!r} raised {type(row_error).__name__}: {row_error} "
+                    f"in {_decision(t)}"
+                ) from row_error
+        raise AgentError(
+            f"agent {agent.name!r} raised {type(e).__name__}: {e} choosing for {n} tables; "
+            f"the first was {_decision(group[0])}"
+        ) from e
+    if actions.shape != (n,) or actions.dtype.kind not in "iu":
+        raise AgentError(
+            f"agent {agent.name!r} act_batch returned {actions.dtype} {actions.shape} for {n} "
+            f"decisions, not {n} integer action ids; the first was {_decision(group[0])}"
+        )
+    return actions.tolist()
+
+
+def _probs_entries(
+    agent: Agent, obs: np.ndarray, masks: np.ndarray, group: list[_Table]
+) -> list[ProbsEntry]:
+    """Each decision's probabilities over its legal actions (rounded to 6 places), or None
+    for each when the agent has no :meth:`~agents.base.Agent.action_probs_batch` (or
+    returns None from it)."""
+    method = getattr(agent, "action_probs_batch", None)
+    probs = None if method is None else method(obs, masks)
+    if probs is None:
+        return [None] * len(group)
+    probs = np.asarray(probs, dtype=np.float64)
+    if probs.shape != masks.shape or not np.isfinite(probs).all() or (probs < 0).any():
+        raise AgentError(
+            f"agent {agent.name!r} action_probs_batch returned {probs.shape} values that are not "
+            f"finite probabilities >= 0 of shape {masks.shape}; the first decision was "
+            f"{_decision(group[0])}"
+        )
+    return [
+        {str(a): round(float(row[a]), 6) for a in np.flatnonzero(mask).tolist()}
+        for row, mask in zip(probs, masks, strict=True)
+    ]
 
 
 def _start_next(t: _Table, next_game: Callable[[_Table], Game | None]) -> bool:
@@ -167,6 +273,27 @@ def _chunk_seed(seed: int, kind: int, chunk: int, who: int) -> np.random.SeedSeq
     return np.random.SeedSequence([seed, kind, chunk, who])
 
 
+LogNames = tuple[str, str] | None
+"""The two sides' names when the chunk logs game records (None: no records)."""
+
+
+def _hand_records(tables: list[_Table], names: tuple[str, str], seed: int) -> list[dict[str, Any]]:
+    """Each hand the tables played as a game record (:func:`~butifarra_env.record.game_record`,
+    replayable) with who sat where, the deal (or match) index, the seating, the arena seed
+    and ``probs``: one entry per action, aligned with ``actions``."""
+    out = []
+    for t in tables:
+        for g, probs in zip(t.hands_done, t.probs_done, strict=True):
+            record = game_record(g)
+            record["players"] = [names[i] for i in t.seat_agent]
+            record[t.kind] = t.key[0]
+            record["swapped"] = t.key[1]
+            record["seed"] = seed
+            record["probs"] = probs
+            out.append(record)
+    return out
+
+
 def _play_deal_chunk(
     agents: Sequence[Agent],
     seed: int,
@@ -174,8 +301,10 @@ def _play_deal_chunk(
     n_deals: int,
     deal_fn: DealFn,
     options: Options,
-) -> np.ndarray:
-    """Play deals [chunk*CHUNK_DEALS, ...) twice each; one row per hand (HAND_FIELDS)."""
+    log_names: LogNames = None,
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """Play deals [chunk*CHUNK_DEALS, ...) twice each; one row per hand (HAND_FIELDS), and
+    the hands' game records when ``log_names`` are given."""
     for i, agent in enumerate(agents):
         agent.reset(int(_chunk_seed(seed, 0, chunk, 1 + i).generate_state(1)[0]))
     first = chunk * CHUNK_DEALS
@@ -191,9 +320,10 @@ def _play_deal_chunk(
         dealer, hands = deals[t.key[0]]
         return Game(options, dealer, list(hands))
 
-    _run_tables(tables, agents, next_game)
+    _run_tables(tables, agents, next_game, log_probs=log_names is not None)
     rows = [_hand_row(t.key[0], t.key[1], t.hands_done[0]) for t in tables]
-    return np.asarray(rows, dtype=np.int32).reshape(-1, len(HAND_FIELDS))
+    records = [] if log_names is None else _hand_records(tables, log_names, seed)
+    return np.asarray(rows, dtype=np.int32).reshape(-1, len(HAND_FIELDS)), records
 
 
 def _play_match_chunk(
@@ -204,10 +334,12 @@ def _play_match_chunk(
     target: int,
     deal_fn: DealFn,
     options: Options,
-) -> tuple[np.ndarray, np.ndarray]:
+    log_names: LogNames = None,
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
     """Duplicate matches to ``target`` (:class:`~butifarra_env.rules.Match`: hand after
     hand, dealer rotating, until a team reaches the target). Returns one row per match
-    played (match, swapped, a_won, hands) and one row per hand (:data:`MATCH_HAND_FIELDS`).
+    played (match, swapped, a_won, hands), one row per hand (:data:`MATCH_HAND_FIELDS`) and
+    the hands' game records when ``log_names`` are given.
 
     The first dealer and each hand's cards derive from ``(seed, match, hand number)``, so
     both seatings of a match get the same cards as long as they last; ``deal_fn``'s dealer
@@ -218,7 +350,7 @@ def _play_match_chunk(
     match_options = Options(**{**options.to_dict(), "target_score": target})
     first = chunk * CHUNK_DEALS
     tables = [
-        _Table(_seatings(swapped), (m, swapped))
+        _Table(_seatings(swapped), (m, swapped), "match")
         for m in range(first, min(first + CHUNK_DEALS, n_matches))
         for swapped in (0, 1)
     ]
@@ -235,14 +367,16 @@ def _play_match_chunk(
         _, hands = deal_fn(rng)
         return Game(match_options, m.dealer, list(hands), m.hand_number, m.scores)
 
-    _run_tables(tables, agents, next_game)
+    _run_tables(tables, agents, next_game, log_probs=log_names is not None)
     rows = [
         [t.key[0], t.key[1], int(t.match.winner == t.key[1]), len(t.hands_done)] for t in tables
     ]
     hand_rows = [_match_hand_row(t.key[0], t.key[1], g) for t in tables for g in t.hands_done]
+    records = [] if log_names is None else _hand_records(tables, log_names, seed)
     return (
         np.asarray(rows, dtype=np.int32).reshape(-1, 4),
         np.asarray(hand_rows, dtype=np.int32).reshape(-1, len(MATCH_HAND_FIELDS)),
+        records,
     )
 
 
@@ -258,11 +392,13 @@ def _init_worker(agents: list[Agent]) -> None:
         torch.set_num_threads(1)
 
 
-def _worker_deals(args: tuple[Any, ...]) -> np.ndarray:
+def _worker_deals(args: tuple[Any, ...]) -> tuple[np.ndarray, list[dict[str, Any]]]:
     return _play_deal_chunk(_WORKER_AGENTS, *args)
 
 
-def _worker_matches(args: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _worker_matches(
+    args: tuple[Any, ...],
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
     return _play_match_chunk(_WORKER_AGENTS, *args)
 
 
@@ -278,24 +414,35 @@ def _map_chunks(
     workers: int,
     progress: bool,
     desc: str,
+    on_result: Callable[[ChunkResult], None] | None = None,
 ) -> list[ChunkResult]:
-    """Run the chunk jobs in order (in-process or on a pool), with a progress bar."""
+    """Run the chunk jobs in order (in-process or on a pool), with a progress bar;
+    ``on_result`` sees each chunk's result as it arrives, in chunk order."""
     bar = _progress(sum(units), desc, progress)
     out: list[ChunkResult] = []
     try:
         if workers <= 1 or len(jobs) <= 1:
-            for job, n in zip(jobs, units, strict=True):
-                out.append(fn(agents, *job))
+            results: Iterable[ChunkResult] = (fn(agents, *job) for job in jobs)
+            for res, n in zip(results, units, strict=True):
+                _collect(out, res, on_result)
                 bar.update(n)
         else:
             ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
             with ctx.Pool(min(workers, len(jobs)), _init_worker, (agents,)) as pool:
                 for res, n in zip(pool.imap(worker_fn, jobs), units, strict=True):
-                    out.append(res)
+                    _collect(out, res, on_result)
                     bar.update(n)
     finally:
         bar.close()
     return out
+
+
+def _collect(
+    out: list[ChunkResult], res: ChunkResult, on_result: Callable[[ChunkResult], None] | None
+) -> None:
+    if on_result is not None:
+        on_result(res)
+    out.append(res)
 
 
 class ProgressBar(Protocol):
@@ -436,19 +583,86 @@ class DuelResult:
 AgentLike = Agent | str
 
 
-def resolve_agent(agent: AgentLike, seed: int | None = None) -> Agent:
-    """An Agent as is, or one built from a registry spec (``"rule"``, ``"ppo:ckpt.pt"``)."""
+def resolve_agent(agent: AgentLike, seed: int | None = None, name: str = "agent") -> Agent:
+    """An Agent as is, or one built from a registry spec (``"rule"``, ``"ppo:ckpt.pt"``);
+    anything else is a ValueError naming the argument ``name``."""
     if isinstance(agent, Agent):
         return agent
     if isinstance(agent, str):
-        return make_agent(agent, seed)
-    raise TypeError(f"expected an Agent or an agent spec string, got {type(agent).__name__}")
+        try:
+            return make_agent(agent, seed)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
+    raise ValueError(
+        f"{name} must be an Agent or an agent spec string such as 'rule', "
+        f"got {type(agent).__name__}"
+    )
 
 
-def _check_count(name: str, n: object, minimum: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
-    return int(n)
+def _check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {type(value).__name__}")
+    return bool(value)
+
+
+def _check_play_args(
+    n_deals: object,
+    seed: object,
+    workers: object,
+    progress: object,
+    deal_fn: object,
+    options: object,
+    records_path: object,
+) -> tuple[int, int, int, bool, Options]:
+    """The arguments :func:`duel` and :func:`round_robin` share, checked before any work
+    (:mod:`butifarra_env.validate`); the records file is :func:`_records_file`, last."""
+    n = check_int("n_deals", n_deals, 1)
+    checked_seed = check_int("seed", seed, 0)  # an arena run is always seeded
+    w = check_int("workers", workers, 1)
+    shown = _check_flag("progress", progress)
+    if not callable(deal_fn):
+        raise ValueError(f"deal_fn must be a function rng -> (dealer, hands), got {deal_fn!r}")
+    if options is not None and not isinstance(options, Options):
+        raise ValueError(f"options must be an Options or None, got {type(options).__name__}")
+    if records_path is not None and (
+        not isinstance(records_path, (str, os.PathLike)) or not str(records_path)
+    ):
+        raise ValueError(f"records_path must be a file name or None, got {records_path!r}")
+    return n, checked_seed, w, shown, options or Options()
+
+
+def _records_file(records_path: str | os.PathLike[str] | None) -> Path | None:
+    """The records file, checked (:func:`~butifarra_env.record.check_record_file`, which may
+    create its folder: so it comes after every other check)."""
+    if records_path is None:
+        return None
+    try:
+        return check_record_file(records_path)
+    except (OSError, ValueError) as e:  # a directory, not records, a name too long...
+        raise ValueError(f"records_path: {e}") from None
+
+
+def _check_picklable(deal_fn: DealFn, workers: int, chunked: bool) -> None:
+    if workers > 1 and chunked:
+        try:
+            pickle.dumps(deal_fn)
+        except Exception:
+            raise ValueError(
+                f"deal_fn must be a module-level function when workers > 1 (it is sent to the "
+                f"worker processes), got {deal_fn!r}"
+            ) from None
+
+
+def _check_names(names: object) -> tuple[str, str] | None:
+    if names is None:
+        return None
+    if (
+        not isinstance(names, (tuple, list))
+        or len(names) != 2
+        or not all(isinstance(n, str) and n for n in names)
+    ):
+        raise ValueError(f"names must be two non-empty strings or None, got {names!r}")
+    return names[0], names[1]
 
 
 def duel(
@@ -463,24 +677,37 @@ def duel(
     deal_fn: DealFn = uniform_deal,
     options: Options | None = None,
     names: tuple[str, str] | None = None,
+    records_path: str | os.PathLike[str] | None = None,
 ) -> DuelResult:
     """Play ``n_deals`` duplicate deals (and optionally ``n_matches`` duplicate matches to
     ``target_score``) between two agents; results depend only on the seed and the agents.
 
     ``names`` labels the two sides in the result (default: the agents' ``name``).
+    ``records_path`` appends every hand played (both seatings, matches too) to that JSON
+    Lines file as a game record (:func:`butifarra_env.record.game_record`, replayable) with
+    ``players`` (names by seat), ``deal`` (or ``match``), ``swapped``, ``seed`` and
+    ``probs``: per action, ``{action id: probability}`` over the legal actions from the
+    acting agent's :meth:`~agents.base.Agent.action_probs_batch`, or null. Records are
+    appended chunk by chunk in deal order, so the file does not depend on ``workers``, and
+    logging does not change the results. Every argument is checked before any hand is
+    played (ValueError naming it); the records file with
+    :func:`~butifarra_env.record.check_record_file`.
     """
-    n_deals = _check_count("n_deals", n_deals, 1)
-    n_matches = _check_count("n_matches", n_matches, 0)
-    seed = _check_count("seed", seed, 0)
-    workers = _check_count("workers", workers, 1)
-    target_score = _check_count("target_score", target_score, 1)
-    options = options or Options()
-    a = resolve_agent(agent_a, seed)
-    b = resolve_agent(agent_b, seed)
+    n_deals, seed, workers, progress, options = _check_play_args(
+        n_deals, seed, workers, progress, deal_fn, options, records_path
+    )
+    n_matches = check_int("n_matches", n_matches, 0)
+    target_score = check_int("target_score", target_score, 1)
+    names = _check_names(names)
+    _check_picklable(deal_fn, workers, max(n_deals, n_matches) > CHUNK_DEALS)
+    a = resolve_agent(agent_a, seed, "agent_a")
+    b = resolve_agent(agent_b, seed, "agent_b")
+    path = _records_file(records_path)
     agents = [a, b]
     name_a, name_b = names or (a.name, b.name)
+    log_names = None if path is None else (name_a, name_b)
     n_chunks = math.ceil(n_deals / CHUNK_DEALS)
-    jobs = [(seed, c, n_deals, deal_fn, options) for c in range(n_chunks)]
+    jobs = [(seed, c, n_deals, deal_fn, options, log_names) for c in range(n_chunks)]
     units = [min(CHUNK_DEALS, n_deals - c * CHUNK_DEALS) for c in range(n_chunks)]
     parts = _map_chunks(
         _play_deal_chunk,
@@ -491,8 +718,9 @@ def duel(
         workers,
         progress,
         f"{name_a} vs {name_b}",
+        None if path is None else (lambda res: _append(path, res[-1])),
     )
-    rows = np.concatenate(parts, axis=0)
+    rows = np.concatenate([rows for rows, _ in parts], axis=0)
     hands = {name: rows[:, i].copy() for i, name in enumerate(HAND_FIELDS)}
     hands["diff_a"] = hands["score_a"] - hands["score_b"]
     pair_means = hands["diff_a"].reshape(n_deals, 2).mean(axis=1)
@@ -500,13 +728,23 @@ def duel(
     matches = None
     if n_matches:
         m_chunks = math.ceil(n_matches / CHUNK_DEALS)
-        mjobs = [(seed, c, n_matches, target_score, deal_fn, options) for c in range(m_chunks)]
+        mjobs = [
+            (seed, c, n_matches, target_score, deal_fn, options, log_names) for c in range(m_chunks)
+        ]
         munits = [min(CHUNK_DEALS, n_matches - c * CHUNK_DEALS) for c in range(m_chunks)]
         mparts = _map_chunks(
-            _play_match_chunk, _worker_matches, agents, mjobs, munits, workers, progress, "matches"
+            _play_match_chunk,
+            _worker_matches,
+            agents,
+            mjobs,
+            munits,
+            workers,
+            progress,
+            "matches",
+            None if path is None else (lambda res: _append(path, res[-1])),
         )
-        mrows = np.concatenate([rows for rows, _ in mparts], axis=0)
-        mhands = np.concatenate([hand_rows for _, hand_rows in mparts], axis=0)
+        mrows = np.concatenate([rows for rows, _, _ in mparts], axis=0)
+        mhands = np.concatenate([hand_rows for _, hand_rows, _ in mparts], axis=0)
         matches = MatchStats(
             target_score,
             n_matches,
@@ -515,6 +753,12 @@ def duel(
             {name: mhands[:, i].copy() for i, name in enumerate(MATCH_HAND_FIELDS)},
         )
     return DuelResult(name_a, name_b, n_deals, seed, hands, pair_means, mean, lo, hi, matches)
+
+
+def _append(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append a chunk's records, then drop them from memory (the file holds them now)."""
+    append_records(path, records)
+    records.clear()
 
 
 # --------------------------------------------------------------------------- round robin
@@ -563,18 +807,33 @@ class RoundRobinResult:
             "duels": [d.to_dict() for d in self.duels.values()],
         }
 
-    def save(self, prefix: str | os.PathLike[str]) -> tuple[Path, Path]:
-        """Write ``PREFIX.csv`` (ratings) and ``PREFIX.json`` (everything) atomically."""
-        prefix = Path(prefix)
+    def ratings_csv(self) -> str:
+        """The ratings as CSV text (one row per agent, best first)."""
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(self.ratings[0]))
         w.writeheader()
         w.writerows(self.ratings)
-        csv_path = prefix.with_name(prefix.name + ".csv")
-        json_path = prefix.with_name(prefix.name + ".json")
-        atomic_write_text(csv_path, buf.getvalue())
-        atomic_write_text(json_path, json.dumps(self.to_dict(), indent=2) + "\n")
+        return buf.getvalue()
+
+    def save(self, prefix: str | os.PathLike[str], *, overwrite: bool = False) -> tuple[Path, Path]:
+        """Write ``PREFIX.csv`` (ratings) and ``PREFIX.json`` (everything) atomically. An
+        existing file is kept (FileExistsError, before either is written) unless
+        ``overwrite=True``."""
+        csv_path, json_path = result_paths(prefix)
+        if not overwrite:
+            for path in (csv_path, json_path):
+                if path.exists():
+                    raise FileExistsError(f"{str(path)!r} exists; not overwriting it")
+        atomic_write_text(csv_path, self.ratings_csv(), overwrite=overwrite)
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        atomic_write_text(json_path, text, overwrite=overwrite)
         return csv_path, json_path
+
+
+def result_paths(prefix: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """The files ``--out PREFIX`` writes: ``PREFIX.csv`` and ``PREFIX.json``."""
+    prefix = Path(prefix)
+    return prefix.with_name(prefix.name + ".csv"), prefix.with_name(prefix.name + ".json")
 
 
 def round_robin(
@@ -585,13 +844,29 @@ def round_robin(
     progress: bool = False,
     deal_fn: DealFn = uniform_deal,
     options: Options | None = None,
+    records_path: str | os.PathLike[str] | None = None,
 ) -> RoundRobinResult:
     """Duel every pair on the same deals, then rate with OpenSkill (Plackett-Luce), one
-    1-vs-1 game per duplicate deal (the side with the higher pair mean wins)."""
-    if len(agents) < 2:
-        raise ValueError("a round robin needs at least two agents")
+    1-vs-1 game per duplicate deal (the side with the higher pair mean wins).
+
+    ``records_path`` logs every duel's hands to one file (see :func:`duel`). Every argument
+    is checked, and openskill looked for, before any hand is played.
+    """
+    if not isinstance(agents, dict) or len(agents) < 2:
+        raise ValueError(
+            "a round robin needs at least two agents, as a dict {name: agent or spec}, got "
+            + (f"{len(agents)}" if isinstance(agents, dict) else type(agents).__name__)
+        )
+    bad = [n for n in agents if not isinstance(n, str) or not n]
+    if bad:
+        raise ValueError(f"agents: names must be non-empty strings, got {bad[0]!r}")
+    n_deals, seed, workers, progress, options = _check_play_args(
+        n_deals, seed, workers, progress, deal_fn, options, records_path
+    )
+    model = _openskill_model()
     names = list(agents)
-    built = {n: resolve_agent(a, seed) for n, a in agents.items()}
+    built = {n: resolve_agent(a, seed, f"agents[{n!r}]") for n, a in agents.items()}
+    path = _records_file(records_path)
     duels: dict[tuple[str, str], DuelResult] = {}
     k = len(names)
     matrix = np.zeros((k, k))
@@ -607,21 +882,25 @@ def round_robin(
                 deal_fn=deal_fn,
                 options=options,
                 names=(names[i], names[j]),
+                records_path=path,
             )
             duels[(names[i], names[j])] = res
             matrix[i, j], matrix[j, i] = res.mean, -res.mean
-    ratings = _openskill_ratings(names, duels, n_deals)
+    ratings = _openskill_ratings(model, names, duels, n_deals)
     return RoundRobinResult(names, n_deals, seed, duels, ratings, matrix)
 
 
-def _openskill_ratings(
-    names: list[str], duels: dict[tuple[str, str], DuelResult], n_deals: int
-) -> list[dict[str, Any]]:
+def _openskill_model() -> Any:
     try:
         from openskill.models import PlackettLuce
     except ImportError as e:  # pragma: no cover - openskill is in the train extra
         raise ImportError("round_robin needs openskill: pip install 'butifarra-rl[train]'") from e
-    model = PlackettLuce()
+    return PlackettLuce()
+
+
+def _openskill_ratings(
+    model: Any, names: list[str], duels: dict[tuple[str, str], DuelResult], n_deals: int
+) -> list[dict[str, Any]]:
     rating = {n: model.rating(name=n) for n in names}
     for d in range(n_deals):  # interleave pairs deal by deal so no pair is rated last
         for (na, nb), res in duels.items():
@@ -679,6 +958,7 @@ def hands_csv(result: DuelResult) -> str:
 
 __all__ = [
     "CHUNK_DEALS",
+    "AgentError",
     "HAND_FIELDS",
     "MATCH_HAND_FIELDS",
     "DuelResult",
@@ -689,6 +969,7 @@ __all__ = [
     "hands_csv",
     "mean_ci",
     "resolve_agent",
+    "result_paths",
     "round_robin",
     "t_quantile",
     "uniform_deal",

@@ -41,6 +41,18 @@ class Agent(abc.ABC):
             (self.act(obs[i], masks[i]) for i in range(len(obs))), dtype=np.int64, count=len(obs)
         )
 
+    def action_probs_batch(
+        self, observations: np.ndarray, action_masks: np.ndarray
+    ) -> np.ndarray | None:
+        """The policy's probabilities over the 56 actions for a batch (``float`` ``(N, 56)``,
+        0 on illegal actions, rows summing to 1), or None for an agent without a policy
+        distribution (the default). Optional; the arena logs them with ``records_path``.
+
+        It must not change the agent's state (no random draws), so that asking for the
+        probabilities never changes what the agent plays.
+        """
+        return None
+
     def reset(self, seed: int | None = None) -> None:  # noqa: B027 - optional hook
         """Reseed (and forget any per-hand state); deterministic agents ignore it."""
 

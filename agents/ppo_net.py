@@ -8,8 +8,10 @@ observation layout comes from :mod:`butifarra_env.observation` alone: no offsets
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
@@ -24,11 +26,18 @@ from butifarra_env.observation import OBS_SIZE
 from butifarra_env.rules import N_SEATS, TRUMP_UNSET
 
 CHECKPOINT_FORMAT = "butifarra-ppo"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+"""Version 2 adds the ``fingerprint`` (see :func:`fingerprint`); the layout is otherwise v1's."""
+READABLE_VERSIONS = (1, 2)
+"""Versions :func:`load_checkpoint` reads (version 1 with an UnverifiedCheckpointWarning)."""
 Checkpoint = dict[str, Any]
-"""A loaded checkpoint: ``format``, ``version``, ``arch``, ``model`` (state_dict), ``config``
-and whatever the writer added (training counters, optimiser state...); plain containers and
-tensors only, so ``torch.load(..., weights_only=True)`` reads it."""
+"""A loaded checkpoint: ``format``, ``version``, ``arch``, ``model`` (state_dict), ``config``,
+``fingerprint`` and whatever the writer added (training counters, optimiser state...); plain
+containers and tensors only, so ``torch.load(..., weights_only=True)`` reads it."""
+MAX_HIDDEN = 4096
+"""Widest MLP a config or checkpoint may ask for (bounds what loading a file can allocate)."""
+MAX_LAYERS = 16
+"""Deepest MLP a config or checkpoint may ask for."""
 
 MASK_VALUE = -1e8
 """Logit given to illegal actions: finite (no NaN in softmax/entropy), exp() underflows to 0."""
@@ -157,16 +166,7 @@ class ActorCritic(nn.Module):
         mask_input: bool = True,
     ) -> None:
         super().__init__()
-        self.arch: Arch = {
-            "obs_size": OBS_SIZE,
-            "n_actions": N_ACTIONS,
-            "hidden": hidden,
-            "layers": layers,
-            "activation": "relu",
-            "central_value": bool(central_value),
-            "canonical_suits": bool(canonical_suits),
-            "mask_input": bool(mask_input),
-        }
+        self.arch: Arch = make_arch(hidden, layers, central_value, canonical_suits, mask_input)
         self.central_value = bool(central_value)
         self.canonical_suits = bool(canonical_suits)
         self.mask_input = bool(mask_input)
@@ -226,41 +226,153 @@ class ActorCritic(nn.Module):
         return self._real_logits(self.policy(h), trump), self.value(hv).squeeze(-1)
 
 
-def build_model(arch: Mapping[str, object]) -> ActorCritic:
-    """Rebuild a model from a checkpoint's ``arch`` dict (raises ValueError if unknown)."""
-    if arch.get("obs_size") != OBS_SIZE or arch.get("n_actions") != N_ACTIONS:
+# ----------------------------------------------------------------------------- architecture
+def make_arch(
+    hidden: int, layers: int, central_value: bool, canonical_suits: bool, mask_input: bool
+) -> Arch:
+    """The ``arch`` dict of a model with these settings (what its checkpoint stores)."""
+    return {
+        "obs_size": OBS_SIZE,
+        "n_actions": N_ACTIONS,
+        "hidden": hidden,
+        "layers": layers,
+        "activation": "relu",
+        "central_value": bool(central_value),
+        "canonical_suits": bool(canonical_suits),
+        "mask_input": bool(mask_input),
+    }
+
+
+_ARCH_TYPES: dict[str, type] = {
+    "obs_size": int, "n_actions": int, "hidden": int, "layers": int, "activation": str,
+    "central_value": bool, "canonical_suits": bool, "mask_input": bool,
+}  # fmt: skip
+
+
+def check_arch(arch: object) -> Arch:
+    """``arch`` as an :class:`Arch`, or ValueError saying what is wrong: every key present
+    with its type, sizes within MAX_HIDDEN/MAX_LAYERS, and fitting this code's observation
+    and action sizes. Pure arithmetic on the dict: nothing is built or allocated."""
+    if not isinstance(arch, Mapping):
+        raise ValueError(f"arch must be a dict, got {type(arch).__name__}")
+    missing = sorted(set(_ARCH_TYPES) - set(arch))
+    unknown = sorted(map(str, set(arch) - set(_ARCH_TYPES)))
+    if missing or unknown:
+        raise ValueError(f"arch keys: missing {missing}, unknown {unknown}")
+    for key, kind in _ARCH_TYPES.items():
+        value = arch[key]
+        ok = isinstance(value, bool) if kind is bool else type(value) is kind
+        if not ok:
+            raise ValueError(f"arch[{key!r}] must be a {kind.__name__}, got {value!r}")
+    if arch["obs_size"] != OBS_SIZE or arch["n_actions"] != N_ACTIONS:
         raise ValueError(
-            f"architecture mismatch: checkpoint has obs_size={arch.get('obs_size')}, "
-            f"n_actions={arch.get('n_actions')}; this code needs {OBS_SIZE} and {N_ACTIONS}"
+            f"architecture mismatch: arch has obs_size={arch['obs_size']}, "
+            f"n_actions={arch['n_actions']}; this code needs {OBS_SIZE} and {N_ACTIONS}"
         )
-    if arch.get("activation", "relu") != "relu":
-        raise ValueError(f"unknown activation {arch.get('activation')!r}")
+    if arch["activation"] != "relu":
+        raise ValueError(f"arch['activation'] must be 'relu', got {arch['activation']!r}")
+    for key, top in (("hidden", MAX_HIDDEN), ("layers", MAX_LAYERS)):
+        if not 1 <= arch[key] <= top:
+            raise ValueError(f"arch[{key!r}] must be an int 1-{top}, got {arch[key]}")
+    return make_arch(
+        arch["hidden"], arch["layers"], arch["central_value"], arch["canonical_suits"],
+        arch["mask_input"],
+    )  # fmt: skip
+
+
+def state_shapes(arch: Arch) -> dict[str, tuple[int, ...]]:
+    """The state_dict an :class:`ActorCritic` of ``arch`` has: name -> shape, computed
+    without building it (so a checkpoint's tensors are checked before anything is built)."""
+    hidden, layers = arch["hidden"], arch["layers"]
+    width = OBS_SIZE + (N_ACTIONS if arch["mask_input"] else 0)
+    shapes: dict[str, tuple[int, ...]] = {"obs_scale": (OBS_SIZE,)}
+
+    def add_mlp(prefix: str, width_in: int) -> None:
+        for i in range(layers):
+            shapes[f"{prefix}.{2 * i}.weight"] = (hidden, width_in)
+            shapes[f"{prefix}.{2 * i}.bias"] = (hidden,)
+            width_in = hidden
+
+    add_mlp("trunk", width)
+    shapes["policy.weight"], shapes["policy.bias"] = (N_ACTIONS, hidden), (N_ACTIONS,)
+    if arch["central_value"]:
+        add_mlp("critic", width + HIDDEN_HANDS_SIZE)
+    shapes["value.weight"], shapes["value.bias"] = (1, hidden), (1,)
+    return shapes
+
+
+def check_weights(state: object, arch: Arch) -> dict[str, torch.Tensor]:
+    """``state`` as a state_dict that fits ``arch`` exactly (names, shapes, float dtype) and
+    holds only finite numbers; ValueError naming the first tensor that does not."""
+    if not isinstance(state, Mapping) or not all(isinstance(k, str) for k in state):
+        raise ValueError("the model weights must be a dict of named tensors")
+    expected = state_shapes(arch)
+    missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or unknown:
+        raise ValueError(
+            f"the weights do not fit arch (hidden={arch['hidden']}, layers={arch['layers']}, "
+            f"central_value={arch['central_value']}): missing {missing}, unexpected {unknown}"
+        )
+    for name, shape in expected.items():
+        t = state[name]
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise ValueError(f"weight {name!r} must be a float tensor, got {type(t).__name__}")
+        if tuple(t.shape) != shape:
+            raise ValueError(
+                f"weight {name!r} has shape {tuple(t.shape)} but arch (hidden={arch['hidden']}, "
+                f"layers={arch['layers']}) needs {shape}"
+            )
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"weight {name!r} holds NaN or infinite values")
+    return dict(state)
+
+
+def build_model(arch: Mapping[str, object]) -> ActorCritic:
+    """Rebuild a model from a checkpoint's ``arch`` dict (ValueError if it is not valid)."""
+    a = check_arch(arch)
     return ActorCritic(
-        hidden=_arch_int(arch, "hidden"),
-        layers=_arch_int(arch, "layers"),
-        central_value=bool(arch.get("central_value", False)),
-        canonical_suits=bool(arch.get("canonical_suits", False)),
-        mask_input=bool(arch.get("mask_input", False)),
+        a["hidden"], a["layers"], a["central_value"], a["canonical_suits"], a["mask_input"]
     )
 
 
-def _arch_int(arch: Mapping[str, object], key: str) -> int:
-    value = arch[key]  # KeyError when missing, reported by model_from_checkpoint
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"arch[{key!r}] must be an int >= 1, got {value!r}")
-    return int(value)
-
-
 # ----------------------------------------------------------------------------- checkpoints
+def fingerprint(payload: Mapping[str, object]) -> str:
+    """``sha256:<hex>`` over everything in a checkpoint but its ``fingerprint`` entry: every
+    key, plain value and tensor (dtype, shape and bytes), in a canonical order. It detects a
+    checkpoint whose architecture, settings or weights were changed after it was written."""
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in payload.items() if k != "fingerprint"})
+    return f"sha256:{h.hexdigest()}"
+
+
+def _feed(h: Any, obj: object) -> None:
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, Mapping):
+        h.update(f"{{{len(obj)};".encode())
+        for key in sorted(obj, key=repr):
+            _feed(h, key)
+            _feed(h, obj[key])
+    elif isinstance(obj, (list, tuple)):
+        h.update(f"[{len(obj)};".encode())
+        for item in obj:
+            _feed(h, item)
+    else:
+        h.update(f"{type(obj).__name__}:{obj!r};".encode())
+
+
 def model_payload(
     model: ActorCritic,
     config: Mapping[str, object],
     extra: Mapping[str, object] | None = None,
 ) -> Checkpoint:
     """Agent checkpoint of ``model``: tensors and plain containers only (loads with
-    ``weights_only=True``). ``config`` is the training configuration as a plain dict;
-    ``extra`` entries (training counters...) are added at the top level."""
-    return {
+    ``weights_only=True``), sealed with its :func:`fingerprint`. ``config`` is the training
+    configuration as a plain dict; ``extra`` entries (training counters, optimiser
+    state...) are added at the top level and covered by the fingerprint."""
+    payload: Checkpoint = {
         "format": CHECKPOINT_FORMAT,
         "version": CHECKPOINT_VERSION,
         "arch": dict(model.arch),
@@ -268,31 +380,68 @@ def model_payload(
         "config": dict(config),
         **(extra or {}),
     }
+    payload["fingerprint"] = fingerprint(payload)
+    return payload
+
+
+class UnverifiedCheckpointWarning(UserWarning):
+    """A version-1 checkpoint (no fingerprint) was loaded: changes to it go undetected."""
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
-    """Load and sanity-check a checkpoint; ValueError naming the file on any problem."""
+    """Load and verify a checkpoint; ValueError naming the file and what is wrong.
+
+    Checked in this order, all before any model is built: a readable torch file (read with
+    ``weights_only=True``: no pickled code runs), the format and version, the ``arch``
+    (types, bounded sizes), the weights against the shapes that ``arch`` implies (so a
+    forged ``arch`` cannot make us allocate a huge network), finite weights, and (version 2)
+    the fingerprint. Version 1 files load with an :class:`UnverifiedCheckpointWarning`.
+    """
     name = repr(os.fspath(path))
     if not os.path.isfile(path):
         raise ValueError(f"checkpoint {name} does not exist")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a corrupt file
-        raise ValueError(f"checkpoint {name} is corrupt or not a torch file: {exc}") from exc
+        raise ValueError(
+            f"checkpoint {name} is truncated, corrupt or not a torch file: {exc}"
+        ) from exc
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"checkpoint {name} is not a {CHECKPOINT_FORMAT} checkpoint")
-    if data.get("version") != CHECKPOINT_VERSION:
+    version = data.get("version")
+    if version not in READABLE_VERSIONS:
         raise ValueError(
-            f"checkpoint {name} has version {data.get('version')!r}, expected {CHECKPOINT_VERSION}"
+            f"checkpoint {name} has version {version!r}; this code reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
+        )
+    try:
+        data["arch"] = check_arch(data.get("arch"))
+        check_weights(data.get("model"), data["arch"])
+    except ValueError as exc:
+        raise ValueError(f"checkpoint {name}: {exc}") from exc
+    if version == 1:
+        warnings.warn(
+            f"checkpoint {name} is format version 1: it has no fingerprint, so changes to its "
+            f"architecture or weights cannot be detected (re-save it to upgrade it)",
+            UnverifiedCheckpointWarning,
+            stacklevel=2,
+        )
+    elif data.get("fingerprint") != fingerprint(data):
+        raise ValueError(
+            f"checkpoint {name} fails its integrity check: its contents (architecture, "
+            f"settings or weights) were changed after it was written"
         )
     return data
 
 
 def model_from_checkpoint(data: Checkpoint, path: str | os.PathLike[str]) -> ActorCritic:
-    """Build the model of a loaded checkpoint; ValueError (naming ``path``) on a mismatch."""
+    """Build the model of a loaded checkpoint; ValueError (naming ``path``) on a mismatch.
+    The arch and the weights are checked against each other before the model is built."""
     try:
-        model = build_model(data["arch"])
-        model.load_state_dict(data["model"])
+        arch = check_arch(data["arch"])
+        weights = check_weights(data["model"], arch)
+        model = build_model(arch)
+        model.load_state_dict(weights)
     except (KeyError, RuntimeError, ValueError, TypeError) as exc:
         raise ValueError(f"checkpoint {os.fspath(path)!r} does not fit this model: {exc}") from exc
     return model

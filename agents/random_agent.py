@@ -6,6 +6,7 @@ import numpy as np
 
 from agents.base import Agent, check_batch
 from butifarra_env.actions import random_legal_actions
+from butifarra_env.validate import check_seed
 
 
 class RandomAgent(Agent):
@@ -14,11 +15,12 @@ class RandomAgent(Agent):
     name = "random"
 
     def __init__(self, seed: int | None = None) -> None:
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(check_seed(seed))
 
     def reset(self, seed: int | None = None) -> None:
-        """A new generator from ``seed`` (None: fresh entropy)."""
-        self.rng = np.random.default_rng(seed)
+        """A new generator from ``seed`` (None: fresh entropy; anything else but an int >= 0
+        is refused, naming ``seed``)."""
+        self.rng = np.random.default_rng(check_seed(seed))
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
         # One integer draw per decision (cheaper than the batch's 56 uniforms); the stream
@@ -31,3 +33,12 @@ class RandomAgent(Agent):
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         _, masks = check_batch(observations, action_masks)
         return random_legal_actions(masks, self.rng)
+
+    def action_probs_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        """Uniform over each row's legal actions (no draw: the generator is untouched)."""
+        _, masks = check_batch(observations, action_masks)
+        legal = (masks != 0).astype(np.float64)
+        counts = legal.sum(axis=1, keepdims=True)
+        if not counts.all():
+            raise ValueError("some row of the action mask has no legal action")
+        return legal / counts

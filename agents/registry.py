@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agents.base import Agent
+from butifarra_env.validate import check_seed
 
 __all__ = [
     "AGENT_FACTORIES",
@@ -44,10 +45,16 @@ def _make_rule(argument: str | None, seed: int | None) -> Agent:
     return RuleBasedAgent()
 
 
+TORCH_SEED_LIMIT = 2**64
+"""torch generators take seeds below 2**64; the PPO agent refuses larger ones up front."""
+
+
 def _make_ppo(argument: str | None, seed: int | None) -> Agent:
+    if seed is not None and seed >= TORCH_SEED_LIMIT:
+        raise ValueError(f"seed for the PPO agent must be below 2**64, got {_shown(seed)}")
     path = Path(argument) if argument else DEFAULT_PPO_CHECKPOINT
     if not path.is_file():
-        raise ValueError(f"PPO checkpoint not found: {str(path)!r} (use ppo:PATH/TO/CKPT.pt)")
+        raise ValueError(f"PPO checkpoint not found: {_shown(str(path))} (use ppo:PATH/TO/CKPT.pt)")
     try:
         from agents.ppo_agent import PPOAgent  # torch: imported only when asked for
     except ImportError as e:
@@ -55,14 +62,14 @@ def _make_ppo(argument: str | None, seed: int | None) -> Agent:
     try:
         agent = PPOAgent(str(path))
     except Exception as e:  # any failure to load is a bad checkpoint, reported as such
-        raise ValueError(f"could not load PPO checkpoint {str(path)!r}: {e}") from e
+        raise ValueError(f"could not load PPO checkpoint {_shown(str(path))}: {e}") from e
     agent.reset(seed)
     return agent
 
 
 def _no_argument(name: str, argument: str | None) -> None:
     if argument:
-        raise ValueError(f"agent {name!r} takes no argument, got {name}:{argument}")
+        raise ValueError(f"agent {name!r} takes no argument, got {_shown(f'{name}:{argument}')}")
 
 
 AGENT_FACTORIES: dict[str, AgentFactory] = {
@@ -88,19 +95,32 @@ def agent_names() -> list[str]:
 def make_agent(spec: str, seed: int | None = None) -> Agent:
     """Build an agent from a spec such as ``"random"``, ``"rule"`` or ``"ppo:ckpt.pt"``.
 
-    Raises ValueError naming the allowed agents when the name is unknown, and a clear
-    ValueError when its argument (e.g. a checkpoint) is unusable.
+    Raises ValueError naming the allowed agents when the name is unknown, a clear
+    ValueError when its argument (e.g. a checkpoint) is unusable, and one naming ``seed``
+    unless it is None or an int >= 0 (:func:`butifarra_env.validate.check_seed`).
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"agent spec must be a non-empty string; allowed: {_allowed()}")
+        raise ValueError(
+            f"agent spec must be a non-empty string, got {_shown(spec)}; allowed: {_allowed()}"
+        )
+    seed = check_seed(seed)
     name, _, argument = spec.strip().partition(":")
     factory = AGENT_FACTORIES.get(name.lower())
     if factory is None:
-        raise ValueError(f"unknown agent {spec!r}; allowed: {_allowed()}")
+        raise ValueError(f"unknown agent {_shown(spec)}; allowed: {_allowed()}")
     agent = factory(argument or None, seed)
     if not isinstance(agent, Agent):
         raise TypeError(f"factory for {name!r} returned {type(agent).__name__}, not an Agent")
     return agent
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """``repr(value)``, cut short: a message stays one readable line whatever was typed."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print (Python's 4300-digit limit)
+        text = f"<a {value.bit_length()}-bit integer>" if isinstance(value, int) else "<?>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _allowed() -> str:

@@ -3,68 +3,159 @@ and ``play`` (a person vs agents).
 
 Each subcommand registers itself with ``add_*_parser(subparsers)`` and runs through the
 ``func`` it sets, so adding a subcommand is one more pair of functions. Bad input (unknown
-agent, unloadable checkpoint, negative count) ends with a one-line message on stderr and
-exit status 2, never a traceback. The programs themselves are :mod:`butifarra.demo`,
-:mod:`butifarra.play` and :mod:`agents.arena`, imported when their subcommand runs.
+agent, unloadable checkpoint, a count out of range, a file that must not be overwritten)
+ends with one line on stderr naming the argument, and exit status 2, never a traceback;
+every argument and output file is checked before any work starts. The programs themselves
+are :mod:`butifarra.demo`, :mod:`butifarra.play` and :mod:`agents.arena`, imported when
+their subcommand runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
 
 from agents.base import Agent
 from agents.registry import agent_names, make_agent
 
 EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+MAX_SEED = 2**32 - 1
+"""Seeds on the command line: 0 to 2**32 - 1 (what ``play`` draws when none is given)."""
+MAX_DEALS = 10_000_000
+MAX_MATCHES = 1_000_000
+MAX_TARGET = 10_000
+MAX_HANDS = 10_000
+MAX_WORKERS = 256
+_INT_TEXT = re.compile(r"[+-]?[0-9]{1,30}")
+"""An integer as typed: ASCII digits only, short enough to convert (no 5,000-digit line)."""
 
 
 class CLIError(Exception):
-    """A user mistake, reported as one line (exit status 2)."""
+    """A user mistake, reported as one line (exit status 2, or ``status``)."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    return _int_at_least(text, 1)
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors are one line naming the argument (no usage block), status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        message = " ".join(message.split())  # an argument holding a newline stays on one line
+        if len(message) > 300:
+            message = message[:297] + "..."
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    return _int_at_least(text, 0)
+def shown(text: str, limit: int = 40) -> str:
+    """What the person typed, quoted (control characters escaped) and cut short."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
-def _int_at_least(text: str, minimum: int) -> int:
-    try:
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """argparse type: an integer from ``lo`` to ``hi``, typed in ASCII digits."""
+
+    def parse(text: str) -> int:
+        allowed = f"an integer from {lo} to {hi}"
+        if not _INT_TEXT.fullmatch(text.strip()):
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {shown(text)}")
         value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer >= {minimum}, got {text!r}"
-        ) from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-    return value
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {value}")
+        return value
+
+    parse.__name__ = f"integer {lo}-{hi}"
+    return parse
 
 
 def seat_int(text: str) -> int:
     """argparse type: a seat 0-3."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 3:
-        raise argparse.ArgumentTypeError(f"a seat is 0, 1, 2 or 3, got {text!r}")
-    return value
+    if text.strip() not in ("0", "1", "2", "3"):
+        raise argparse.ArgumentTypeError(f"a seat is 0, 1, 2 or 3, got {shown(text)}")
+    return int(text)
 
 
-def build_agent(spec: str, seed: int | None) -> Agent:
-    """make_agent with the error turned into a one-line CLI message."""
+def build_agent(spec: str, seed: int | None, argument: str) -> Agent:
+    """make_agent with the error turned into a one-line CLI message naming the argument."""
     try:
         return make_agent(spec, seed)
     except ValueError as e:
-        raise CLIError(str(e)) from None
+        raise CLIError(f"argument {argument}: {e}") from None
+
+
+def check_new_file(path: Path, argument: str, hint: str = "name") -> None:
+    """Refuse, before any work and without creating anything, an output file that exists (it
+    is never overwritten), is a folder, or cannot be created (a file where a folder should
+    be, a folder not writable, a name the system refuses)."""
+    try:
+        if path.exists() or path.is_symlink():
+            what = "a folder" if path.is_dir() else "a file"
+            raise CLIError(
+                f"argument {argument}: {str(path)!r} exists ({what}); not overwriting it: "
+                f"choose another {argument} {hint}"
+            )
+        folder = path.parent
+        while not folder.exists():  # the folders to create: the nearest existing one decides
+            folder = folder.parent
+        if not folder.is_dir():
+            raise CLIError(
+                f"argument {argument}: cannot create {str(path)!r}: {str(folder)!r} is a file, "
+                "not a folder"
+            )
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise CLIError(f"argument {argument}: the folder {str(folder)!r} is not writable")
+    except (OSError, ValueError) as e:  # a name too long, a NUL byte, ...
+        raise CLIError(f"argument {argument}: cannot use {shown(str(path))}: {e}") from None
+
+
+def check_records_file(path: str, argument: str) -> None:
+    """:func:`butifarra_env.record.check_record_file` as a one-line CLI error."""
+    from butifarra_env.record import check_record_file
+
+    try:
+        check_record_file(path)
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise CLIError(f"argument {argument}: {reason}") from None
+
+
+def write_new_files(files: list[tuple[Path, str]]) -> list[Path]:
+    """Write each (path, text) as a new file, atomically and never over an existing one.
+    When one cannot be written after all (disk full, the folder gone since the check), its
+    text goes to a new file beside it, in the current folder or the temp folder, and the
+    person is told: results that took minutes to compute are not lost. Returns where each
+    file went."""
+    from butifarra.play import new_file_near
+    from butifarra_env.fileio import atomic_write_text
+
+    written = []
+    for path, text in files:
+        try:
+            atomic_write_text(path, text, overwrite=False)
+        except OSError as e:
+            try:
+                kept = new_file_near(path)
+                atomic_write_text(kept, text)  # replaces only the empty file just made
+            except OSError as e2:
+                print(
+                    f"could not write {path} ({e}) nor a new file ({e2}); its contents:\n{text}",
+                    file=sys.stderr,
+                )
+                continue
+            print(f"could not write {path} ({e}); wrote {kept} instead", file=sys.stderr)
+            path = kept
+        written.append(path)
+    return written
 
 
 # --------------------------------------------------------------------------- arena
@@ -83,42 +174,67 @@ def add_arena_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "-n",
         "--deals",
-        type=positive_int,
+        type=int_in(1, MAX_DEALS),
         default=2000,
-        help="duplicate deals per pair (each is played twice; default 2000)",
+        help=f"duplicate deals per pair, 1-{MAX_DEALS} (each is played twice; default 2000)",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
+    p.add_argument(
+        "--seed", type=int_in(0, MAX_SEED), default=0, help=f"seed 0-{MAX_SEED} (default 0)"
+    )
     p.add_argument(
         "--workers",
-        type=non_negative_int,
+        type=int_in(0, MAX_WORKERS),
         default=0,
         help="processes; 0 = all cores for 1000+ deals, else 1 (default 0)",
     )
     p.add_argument(
         "--matches",
-        type=non_negative_int,
+        type=int_in(0, MAX_MATCHES),
         default=0,
         help="also play this many duplicate matches to --target (two agents only)",
     )
-    p.add_argument("--target", type=positive_int, default=101, help="match target (101)")
+    p.add_argument("--target", type=int_in(1, MAX_TARGET), default=101, help="match target (101)")
     p.add_argument(
         "--out",
         metavar="PREFIX",
-        help="write PREFIX.json and PREFIX.csv (per hand for two agents, "
-        "ratings for a round robin)",
+        help="write PREFIX.json and PREFIX.csv (per hand for two agents, ratings for a round "
+        "robin); existing files are never overwritten",
+    )
+    p.add_argument(
+        "--records",
+        metavar="FILE.jsonl",
+        help="append every hand played to this JSON Lines file as a game record, with each "
+        "decision's action probabilities where the agent has them",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_arena)
 
 
+def out_paths(prefix: str) -> tuple[Path, Path]:
+    """``--out PREFIX`` as the two files it names: ``PREFIX.json`` and ``PREFIX.csv``."""
+    if not prefix.strip() or prefix.endswith(("/", os.sep)) or "\0" in prefix:
+        raise CLIError(
+            f"argument --out: expected a file prefix such as results/rr, got {shown(prefix)}"
+        )
+    return Path(prefix + ".json"), Path(prefix + ".csv")
+
+
 def run_arena(args: argparse.Namespace) -> int:
-    from agents.arena import duel, hands_csv, round_robin
-    from butifarra_env.fileio import atomic_write_text
+    from agents.arena import AgentError, duel, hands_csv, round_robin
 
     if len(args.agents) < 2:
         raise CLIError("the arena needs at least two agents, e.g. 'butifarra arena rule random'")
     if args.matches and len(args.agents) != 2:
         raise CLIError("--matches is for two agents")
+    # every check before any work, and those that may create a folder (--records) last
+    outputs = out_paths(args.out) if args.out is not None else ()
+    for path in outputs:
+        check_new_file(path, "--out", "prefix")
+    if args.records is not None:
+        if any(Path(args.records).absolute() == p.absolute() for p in outputs):
+            raise CLIError("argument --records: the records file must not be an --out file")
+        if "\0" in args.records or not args.records.strip():
+            raise CLIError(f"argument --records: not a file name: {shown(args.records)}")
     agents = {}
     for spec in args.agents:
         name = spec
@@ -126,37 +242,57 @@ def run_arena(args: argparse.Namespace) -> int:
         while name in agents:
             name = f"{spec}#{k}"
             k += 1
-        agents[name] = build_agent(spec, args.seed)
+        agents[name] = build_agent(spec, args.seed, "AGENT")
+    if args.records is not None:
+        check_records_file(args.records, "--records")
     workers = args.workers or ((os.cpu_count() or 1) if args.deals >= 1000 else 1)
     progress = not args.no_progress
-    if len(agents) == 2:
-        (na, a), (nb, b) = agents.items()
-        res = duel(
-            a,
-            b,
-            args.deals,
-            args.seed,
-            workers=workers,
-            progress=progress,
-            n_matches=args.matches,
-            target_score=args.target,
-            names=(na, nb),
-        )
-        print(res.summary())
-        if args.out:
-            atomic_write_text(args.out + ".json", json.dumps(res.to_dict(), indent=2) + "\n")
-            atomic_write_text(args.out + ".csv", hands_csv(res))
-            print(f"wrote {args.out}.json and {args.out}.csv")
-        return 0
-    rr = round_robin(agents, args.deals, args.seed, workers=workers, progress=progress)
-    print(
-        f"round robin: {len(agents)} agents, {args.deals} duplicate deals per pair, "
-        f"seed {args.seed}"
-    )
-    print(rr.table())
-    if args.out:
-        csv_path, json_path = rr.save(args.out)
-        print(f"wrote {json_path} and {csv_path}")
+    try:
+        if len(agents) == 2:
+            (na, a), (nb, b) = agents.items()
+            res = duel(
+                a,
+                b,
+                args.deals,
+                args.seed,
+                workers=workers,
+                progress=progress,
+                n_matches=args.matches,
+                target_score=args.target,
+                names=(na, nb),
+                records_path=args.records,
+            )
+            print(res.summary())
+            files = [(outputs[0], json.dumps(res.to_dict(), indent=2) + "\n")] if outputs else []
+            files += [(outputs[1], hands_csv(res))] if outputs else []
+        else:
+            rr = round_robin(
+                agents,
+                args.deals,
+                args.seed,
+                workers=workers,
+                progress=progress,
+                records_path=args.records,
+            )
+            print(
+                f"round robin: {len(agents)} agents, {args.deals} duplicate deals per pair, "
+                f"seed {args.seed}"
+            )
+            print(rr.table())
+            results = json.dumps(rr.to_dict(), indent=2) + "\n"
+            files = [(outputs[0], results), (outputs[1], rr.ratings_csv())] if outputs else []
+    except ImportError as e:  # openskill, for a round robin: looked for before any hand
+        raise CLIError(str(e)) from None
+    except AgentError as e:
+        raise CLIError(str(e), EXIT_FAILED) from None
+    except OSError as e:  # the records file failed mid-run (disk full, removed)
+        raise CLIError(f"argument --records: could not append: {e}", EXIT_FAILED) from None
+    if files:
+        written = write_new_files(files)
+        if written:
+            print(f"wrote {' and '.join(str(p) for p in written)}")
+    if args.records is not None:
+        print(f"game records appended to {args.records}")
     return 0
 
 
@@ -176,34 +312,40 @@ def add_play_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--seed",
-        type=non_negative_int,
+        type=int_in(0, MAX_SEED),
         default=None,
-        help="seed of the deal (default: a new one each time)",
+        help=f"seed of the deal, 0-{MAX_SEED} (default: a new one each time)",
     )
     p.add_argument("--dealer", type=seat_int, default=None, help="first dealer (default random)")
-    p.add_argument("--hands", type=positive_int, default=1, help="hands to play (default 1)")
-    p.add_argument("--save", metavar="FILE.jsonl", help="append each hand's record to this file")
+    p.add_argument(
+        "--hands", type=int_in(1, MAX_HANDS), default=1, help="hands to play (default 1)"
+    )
+    p.add_argument(
+        "--save",
+        metavar="FILE.jsonl",
+        help="append each hand's record to this file (checked before the first hand)",
+    )
     p.set_defaults(func=run_play)
 
 
 def run_play(args: argparse.Namespace) -> int:
     from butifarra.play import play
-    from butifarra_env.record import check_record_file
 
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     opp = [s.strip() for s in args.opponents.split(",")]
     if len(opp) == 1:
         opp = opp * 2
     if len(opp) != 2 or not all(opp):
-        raise CLIError(f"--opponents takes one agent or two 'A,B', got {args.opponents!r}")
-    if args.save is not None:
-        try:
-            check_record_file(args.save)
-        except ValueError as e:
-            raise CLIError(str(e)) from None
+        raise CLIError(f"argument --opponents: one agent or two 'A,B', got {shown(args.opponents)}")
     me = args.seat
-    specs = {(me + 2) % 4: args.partner, (me + 1) % 4: opp[0], (me + 3) % 4: opp[1]}
-    agents = {s: build_agent(spec, seed + s) for s, spec in specs.items()}
+    specs = {(me + 2) % 4: (args.partner, "--partner")}
+    specs[(me + 1) % 4] = (opp[0], "--opponents")
+    specs[(me + 3) % 4] = (opp[1], "--opponents")
+    agents = {s: build_agent(spec, seed + s, what) for s, (spec, what) in specs.items()}
+    if args.save is not None:
+        if "\0" in args.save or not args.save.strip():
+            raise CLIError(f"argument --save: not a file name: {shown(args.save)}")
+        check_records_file(args.save, "--save")
     return play(me, agents, seed=seed, dealer=args.dealer, n_hands=args.hands, save=args.save)
 
 
@@ -214,10 +356,18 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
         help="play and show one hand, then compare the shipped agents over duplicate deals",
     )
     p.add_argument(
-        "-n", "--deals", type=positive_int, default=5000, help="duplicate deals per pair (5000)"
+        "-n",
+        "--deals",
+        type=int_in(1, MAX_DEALS),
+        default=5000,
+        help="duplicate deals per pair (5000)",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
-    p.add_argument("--workers", type=positive_int, default=None, help="processes (default 2)")
+    p.add_argument(
+        "--seed", type=int_in(0, MAX_SEED), default=0, help=f"seed 0-{MAX_SEED} (default 0)"
+    )
+    p.add_argument(
+        "--workers", type=int_in(1, MAX_WORKERS), default=None, help="processes (default 2)"
+    )
     p.set_defaults(func=run_demo)
 
 
@@ -229,7 +379,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="butifarra", description="Butifarra RL environment: demo, arena and terminal play."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -242,13 +392,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status."""
+    for stream in (sys.stdout, sys.stderr):  # an ASCII-only terminal gets '?', not a traceback
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="replace")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except CLIError as e:
         print(f"butifarra {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return e.status
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130

@@ -24,6 +24,7 @@ from butifarra_env.actions import action_name
 from butifarra_env.cards import N_CARDS, card_name
 from butifarra_env.render import render_text, trump_text
 from butifarra_env.rules import N_SEATS
+from butifarra_env.validate import check_int
 
 
 def _agents(seed: int, out: TextIO) -> dict[str, Agent]:
@@ -76,7 +77,11 @@ def run_demo(
     """Narrate one hand, then print the duplicate-deal table; returns the exit status 0.
 
     Each row is ``duel(a, b, deals, seed)`` for that pair: the same numbers the arena gives.
+    The arguments are checked before anything is printed (ValueError naming the argument).
     """
+    deals = check_int("deals", deals, 1)
+    seed = check_int("seed", seed, 0)
+    workers = check_int("workers", workers, 1, none_ok=True)
     agents = _agents(seed, out)
     star = agents.get("ppo", agents["rule"])
     print(f"== One hand: {star.name} (seats 0 and 2) vs rule (seats 1 and 3) ==", file=out)

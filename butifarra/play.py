@@ -13,10 +13,15 @@ lines (``play(..., inp=io.StringIO(...), out=io.StringIO())``).
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import sys
+import tempfile
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -51,6 +56,7 @@ from butifarra_env.rules import (
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_DOUBLING,
+    PHASE_NAMES,
     PHASE_PLAY,
     TRUMP_UNSET,
     Match,
@@ -59,8 +65,10 @@ from butifarra_env.rules import (
     multiplier,
     random_deal,
 )
+from butifarra_env.validate import check_action, check_int
 
 EXIT_INTERRUPTED = 130
+EXIT_AGENT_FAILED = 1
 UNREACHABLE_TARGET = sys.maxsize
 """The match target when the options set none: the hands then go on until ``n_hands``."""
 
@@ -207,17 +215,48 @@ def explain_illegal_card(game: Game, seat: int, card: int) -> str:
     return f"{card_name(card)} is not legal now; {legal_txt}"  # rules 1 and 5 allow any card
 
 
+ECHO_LIMIT = 40
+"""How much of a line the person typed is quoted back in a message."""
+NUMBER_DIGITS = 4
+"""Longer numbers are beyond any list shown, and are not converted (a 5,000-digit line)."""
+
+
+def _echo(text: str) -> str:
+    """What the person typed, quoted (control characters escaped) and cut short."""
+    t = text.strip()
+    return repr(t if len(t) <= ECHO_LIMIT else t[: ECHO_LIMIT - 3] + "...")
+
+
+def _short(number_text: str) -> str:
+    """A typed number as shown back: whole up to 8 digits, else its start and its length."""
+    if len(number_text) <= 8:
+        return number_text
+    return f"{number_text[:5]}... ({len(number_text)} digits)"
+
+
+def _typed_number(t: str) -> int | None:
+    """The number in ``t`` (decimal digits of any script: '3', '٣', '３'), or None when it is
+    not one ('²' is a superscript, not a digit here). A number too long to be any option
+    reads as 10**NUMBER_DIGITS, beyond every list."""
+    if not t.isdecimal():
+        return None
+    return int(t) if len(t) <= NUMBER_DIGITS else 10**NUMBER_DIGITS
+
+
 def parse_choice(game: Game, seat: int, text: str) -> tuple[int | None, str]:
-    """Read the person's answer for the current phase: (action, "") or (None, why not)."""
+    """Read the person's answer for the current phase: (action, "") or (None, why not).
+
+    Any text is answered, never raised on: unreadable input gets the reason and the forms
+    accepted."""
     t = _normalise(text)
     phase = game.phase
+    number = _typed_number(t)
     if phase != PHASE_PLAY:
         options = _bid_options(game)
-        if t.isdigit():
-            k = int(t)
-            if 1 <= k <= len(options):
-                return options[k - 1][0], ""
-            return None, f"choose a number from 1 to {len(options)}"
+        if number is not None:
+            if 1 <= number <= len(options):
+                return options[number - 1][0], ""
+            return None, f"choose a number from 1 to {len(options)}, not {_short(t)}"
     if phase in (PHASE_CHOOSE_TRUMP, PHASE_CHOOSE_TRUMP_DELEGATED):
         if t in _TRUMP_WORDS:
             return TRUMP_BASE + _TRUMP_WORDS[t], ""
@@ -227,25 +266,25 @@ def parse_choice(game: Game, seat: int, text: str) -> tuple[int | None, str]:
             if phase == PHASE_CHOOSE_TRUMP_DELEGATED:
                 return None, "your partner delegated to you: you must choose, not delegate back"
             return DELEGATE, ""
-        return None, f"not a choice: {text.strip()!r}; say " + _options_text(options)
+        return None, f"not a choice: {_echo(text)}; say " + _options_text(options)
     if phase == PHASE_DOUBLING:
         if t in _DOUBLE_WORDS:
             return DOUBLE, ""
         if t in _PASS_WORDS:
             return PASS, ""
-        return None, f"not a choice: {text.strip()!r}; say " + _options_text(options)
+        return None, f"not a choice: {_echo(text)}; say " + _options_text(options)
     # card play
     cards = hand_order(game, seat)
-    if t.isdigit():
-        k = int(t)
-        if not 1 <= k <= len(cards):
-            return None, f"no card number {k}: your cards are numbered 1 to {len(cards)}"
-        card = cards[k - 1]
+    if number is not None:
+        if not 1 <= number <= len(cards):
+            return None, f"no card number {_short(t)}: your cards are numbered 1 to {len(cards)}"
+        card = cards[number - 1]
     else:
         try:
             card = parse_card(t)
         except ValueError as e:
-            return None, f"{e}; or type the card's number from the list"
+            why = str(e) if len(t) <= ECHO_LIMIT else f"not a card: {_echo(text)}"
+            return None, f"{why}; or type the card's number from the list"
     if not (game.legal >> card) & 1:
         return None, explain_illegal_card(game, seat, card)
     return card, ""
@@ -306,6 +345,86 @@ def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
         append_records(path, [record])
 
 
+FALLBACK_MARK = ".unsaved-"
+"""In the name of a file made when the file asked for could not be written."""
+
+
+def new_file_near(path: str | os.PathLike[str]) -> Path:
+    """A new, empty file named after ``path`` (``NAME.unsaved-XXXXXXXX.SUFFIX``) in the first
+    folder that takes one: ``path``'s own, the current folder, the temp folder. It never
+    replaces anything (:func:`tempfile.mkstemp`); OSError when no folder takes one."""
+    path = Path(path)
+    folders = [path.parent]
+    with contextlib.suppress(OSError):  # the current folder may have been removed
+        folders.append(Path.cwd())
+    folders.append(Path(tempfile.gettempdir()))
+    errors = []
+    for folder in dict.fromkeys(folders):
+        try:
+            fd, name = tempfile.mkstemp(
+                prefix=path.stem[:80] + FALLBACK_MARK, suffix=path.suffix[:20], dir=folder
+            )
+        except (OSError, ValueError) as e:
+            errors.append(f"{folder}: {_reason(e)}")
+            continue
+        os.close(fd)
+        return Path(name)
+    raise OSError("no folder takes a new file (" + "; ".join(errors) + ")")
+
+
+def _reason(error: BaseException) -> str:
+    """An OSError as its plain reason ('No space left on device'), anything else as is."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error)
+
+
+class RecordSaver:
+    """Where ``--save`` puts each hand's record: the file asked for, and when writing it fails
+    mid-game (disk full, folder removed, permissions changed, the file replaced), a new file
+    beside it, in the current folder or the temp folder (:func:`new_file_near`), which the
+    person is told about. A record is never dropped: if no file takes it, it is printed."""
+
+    def __init__(self, path: str | os.PathLike[str], say: Callable[[str], None]) -> None:
+        self.path = path
+        self.say = say
+        self.fallback: Path | None = None
+        """The file records went to instead, once one was needed."""
+
+    def save(self, record: dict[str, Any], what: str = "Record") -> Path | None:
+        """Save ``record`` and say where; returns the file it went to (None: printed)."""
+        try:
+            append_record(self.path, record)
+        except (OSError, ValueError) as e:
+            problem = _reason(e)
+        else:
+            self.say(f"{what} saved to {self.path}")
+            return Path(self.path)
+        for _ in range(2):  # the fallback file of an earlier hand, else a new one
+            try:
+                if self.fallback is None:
+                    self.fallback = new_file_near(self.path)
+                append_records(self.fallback, [record])
+            except (OSError, ValueError) as e:
+                self.fallback, last = None, _reason(e)
+                continue
+            self.say(
+                f"! Could not save to {self.path} ({problem}); {what.lower()} saved to "
+                f"{self.fallback} instead"
+            )
+            return self.fallback
+        self.say(
+            f"! Could not save to {self.path} ({problem}) nor to a new file ({last}). "
+            "Here is the record as one line of JSON; copy it to keep it:"
+        )
+        self.say(json.dumps(record, separators=(",", ":")))
+        return None
+
+
+class AgentFailed(Exception):
+    """An agent at the table raised or chose an illegal action: the hand cannot go on."""
+
+
 HELP = """How to answer:
   cards:    9o  1c  12b  10e  'rey de bastos'  'manilla de oros'  or the number in [ ]
   trump:    oros copas espadas bastos | butifarra | delegar   (or the option number)
@@ -328,19 +447,38 @@ def play(
     rotating, scores adding up) with a person at ``human_seat``. When ``options`` set a
     ``target_score``, the match also ends as soon as a team reaches it.
 
+    Every argument is checked first (ValueError naming it), the ``save`` file too
+    (:func:`~butifarra_env.record.check_record_file`), so a bad one fails before the first
+    hand. Each hand's record goes to ``save`` (:class:`RecordSaver`: elsewhere, said where,
+    when that file fails mid-game); leaving mid-hand saves the hand so far.
+
     Returns the process exit status: 0 when the hands were played or the person left,
-    130 after Ctrl-C.
+    130 after Ctrl-C, 1 when an agent failed.
     """
-    console = Console(inp or sys.stdin, out or sys.stdout)
-    say = console.say
-    if not 0 <= human_seat <= 3:
-        raise ValueError(f"seat must be 0-3, got {human_seat!r}")
-    if set(agents) != {0, 1, 2, 3} - {human_seat}:
-        raise ValueError("need one agent for each seat but the human's")
-    if n_hands < 1:
-        raise ValueError(f"hands must be >= 1, got {n_hands}")
+    human_seat = check_int("human_seat", human_seat, 0, 3)
+    if not isinstance(agents, dict) or set(agents) != {0, 1, 2, 3} - {human_seat}:
+        raise ValueError(
+            f"agents must be a dict with one agent for each seat but the human's "
+            f"({sorted({0, 1, 2, 3} - {human_seat})}), got {_keys(agents)}"
+        )
+    for s, agent in agents.items():
+        if not isinstance(agent, Agent):
+            raise ValueError(f"agents[{s}] must be an Agent, got {type(agent).__name__}")
+    seed = check_int("seed", seed, 0)
+    dealer = check_int("dealer", dealer, 0, 3, none_ok=True)
+    n_hands = check_int("n_hands", n_hands, 1)
+    if options is not None and not isinstance(options, Options):
+        raise ValueError(f"options must be an Options or None, got {type(options).__name__}")
     if save is not None:
-        check_record_file(save)  # before the first hand: a bad path fails now, not after it
+        if not isinstance(save, (str, os.PathLike)) or not str(save):
+            raise ValueError(f"save must be a file name or None, got {save!r}")
+        try:  # before the first hand: a bad path fails now, not after it
+            check_record_file(save)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"save: {_reason(e)}") from None
+    console = Console(inp or _lenient(sys.stdin), out or _lenient(sys.stdout))
+    say = console.say
+    saver = None if save is None else RecordSaver(save, say)
     options = options or Options()
     rng = np.random.default_rng(seed)
     drawn = draw_dealer(rng, None)  # drawn either way, so the cards depend on the seed alone
@@ -350,6 +488,17 @@ def play(
         agent.reset(seed * 4 + s)
     mine, theirs = human_seat & 1, 1 - (human_seat & 1)
     partner, right, left = (human_seat + 2) % 4, (human_seat + 1) % 4, (human_seat + 3) % 4
+    game: Game | None = None
+
+    def save_unfinished() -> None:
+        if (
+            saver is not None
+            and game is not None
+            and not game.is_over
+            and any(s == human_seat for s, _ in game.actions)  # the person's moves
+        ):
+            saver.save(hand_record(game, players, seed), "Unfinished hand")
+
     try:
         say(
             f"Butifarra: you are seat {human_seat}; your partner is seat {partner} "
@@ -370,7 +519,7 @@ def play(
                 f"\n=== Hand {match.hand_number + 1} of {n_hands} — dealer: "
                 f"{seat_label(hand_dealer, human_seat)} ==="
             )
-            _play_hand(game, human_seat, agents, console)
+            _play_hand(game, human_seat, agents, players, console)
             scores = game.scores or (0, 0)
             match_goes_on = match.add_hand(scores)
             totals = match.scores
@@ -382,23 +531,44 @@ def play(
                 f"Score for this hand: your team {scores[mine]}, other team {scores[theirs]}. "
                 f"Running total: your team {totals[mine]}, other team {totals[theirs]}."
             )
-            if save is not None:
-                append_record(save, hand_record(game, players, seed))
-                say(f"Record saved to {save}")
+            if saver is not None:
+                saver.save(hand_record(game, players, seed))
             if not match_goes_on:
                 winner = "Your team" if match.winner == mine else "The other team"
                 say(f"{winner} reached {match.target}: the match is over.")
                 break
     except QuitGame:
         say("\nLeaving the table. Bye!")
+        save_unfinished()
         return 0
     except KeyboardInterrupt:
         say("\nInterrupted. Bye!")
+        save_unfinished()
         return EXIT_INTERRUPTED
+    except AgentFailed as e:
+        say(f"\n! {e}. The hand cannot go on.")
+        save_unfinished()
+        return EXIT_AGENT_FAILED
     return 0
 
 
-def _play_hand(game: Game, human: int, agents: dict[int, Agent], console: Console) -> None:
+def _keys(agents: object) -> str:
+    if isinstance(agents, dict):
+        return f"seats {sorted(agents, key=repr)}"
+    return type(agents).__name__
+
+
+def _lenient(stream: TextIO) -> TextIO:
+    """The terminal's stream, made to replace what it cannot decode or encode (a stray byte
+    typed, an ASCII-only terminal) instead of stopping the game with a traceback."""
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="replace")
+    return stream
+
+
+def _play_hand(
+    game: Game, human: int, agents: dict[int, Agent], players: list[str], console: Console
+) -> None:
     say = console.say
     observer = Observer()
     observer.reset(game)
@@ -413,8 +583,7 @@ def _play_hand(game: Game, human: int, agents: dict[int, Agent], console: Consol
                 shown_hand = True
             action = _ask(game, human, console)
         else:
-            mask = mask_from_bits(game.legal)
-            action = int(agents[seat].act(observer.observe(seat), mask))
+            action = _agent_action(game, seat, agents[seat], players[seat], observer)
         game.step(action)
         observer.update(game, seat, action)
         who = "You" if seat == human else seat_label(seat, human).capitalize()
@@ -427,6 +596,21 @@ def _play_hand(game: Game, human: int, agents: dict[int, Agent], console: Consol
                 f"  -> trick {len(game.tricks)} to {seat_label(winner, human)}: "
                 f"{points} points for {team}"
             )
+
+
+def _agent_action(game: Game, seat: int, agent: Agent, name: str, observer: Observer) -> int:
+    """The agent's legal action, or AgentFailed naming it and the decision."""
+    mask = mask_from_bits(game.legal)
+    try:
+        action = check_action(agent.act(observer.observe(seat), mask))
+    except Exception as e:
+        raise AgentFailed(
+            f"the agent {name!r} at seat {seat} failed ({type(e).__name__}: {e}) in phase "
+            f"{PHASE_NAMES[game.phase]!r}"
+        ) from e
+    if not (game.legal >> action) & 1:
+        raise AgentFailed(f"the agent {name!r} chose an {game.illegal_message(action)}")
+    return action
 
 
 def _ask(game: Game, seat: int, console: Console) -> int:
@@ -462,10 +646,13 @@ def _ask(game: Game, seat: int, console: Console) -> int:
 
 __all__ = [
     "HELP",
+    "AgentFailed",
+    "RecordSaver",
     "append_record",
     "butifarra_multiplier",
     "explain_illegal_card",
     "hand_record",
+    "new_file_near",
     "parse_choice",
     "play",
     "render_view",

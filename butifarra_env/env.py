@@ -13,7 +13,14 @@ from pettingzoo.utils import wrappers
 from butifarra_env.actions import N_ACTIONS, mask_from_bits
 from butifarra_env.cards import cards_of
 from butifarra_env.game import Game
-from butifarra_env.observation import OBS_SIZE, STATE_SIZE, Observer, encode_state
+from butifarra_env.observation import (
+    OBS_SIZE,
+    STATE_SIZE,
+    Observer,
+    encode_state,
+    scale_vector,
+    state_scale_vector,
+)
 from butifarra_env.options import Options
 from butifarra_env.record_format import game_record
 from butifarra_env.render import render_text
@@ -23,6 +30,7 @@ from butifarra_env.validate import (
     check_action,
     check_deal,
     check_match_position,
+    check_obs_format,
     check_render_mode,
     check_reward_scale,
 )
@@ -30,6 +38,25 @@ from butifarra_env.validate import (
 AGENTS = tuple(f"player_{i}" for i in range(N_SEATS))
 RESET_OPTION_KEYS = ("dealer", "hands", "hand_number", "match_scores", "one_hand")
 _ZERO_MASK = np.zeros(N_ACTIONS, dtype=np.int8)
+_OBS_SCALE = scale_vector()
+_STATE_SCALE = state_scale_vector()
+
+
+def observation_space(obs_format: str = "uint8") -> spaces.Dict:
+    """The observation space of one seat: the vector (``uint8`` counts, or ``float32`` in
+    [0, 1]) and the ``int8`` legal-action mask."""
+    return spaces.Dict(
+        {
+            "observation": vector_space(OBS_SIZE, obs_format),
+            "action_mask": spaces.Box(0, 1, (N_ACTIONS,), dtype=np.int8),
+        }
+    )
+
+
+def vector_space(size: int, obs_format: str) -> spaces.Box:
+    if obs_format == "float32":
+        return spaces.Box(0.0, 1.0, (size,), dtype=np.float32)
+    return spaces.Box(0, 255, (size,), dtype=np.uint8)
 
 
 class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the bare env
@@ -43,29 +70,32 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
     }
 
     def __init__(
-        self, render_mode: str | None = None, reward_scale: float = 1.0, **options: Any
+        self,
+        render_mode: str | None = None,
+        reward_scale: float = 1.0,
+        obs_format: str = "uint8",
+        **options: Any,
     ) -> None:
         super().__init__()
         self.render_mode = check_render_mode(render_mode)
         self.reward_scale = check_reward_scale(reward_scale)
+        self.obs_format = check_obs_format(obs_format)
         self.game_options = Options.from_dict(options)
         self.possible_agents = list(AGENTS)
         self.agent_name_mapping = {a: i for i, a in enumerate(AGENTS)}
-        obs_space = spaces.Dict(
-            {
-                "observation": spaces.Box(0, 255, (OBS_SIZE,), dtype=np.uint8),
-                "action_mask": spaces.Box(0, 1, (N_ACTIONS,), dtype=np.int8),
-            }
-        )
+        obs_space = observation_space(self.obs_format)
         self.observation_spaces = {a: obs_space for a in AGENTS}
         self.action_spaces = {a: spaces.Discrete(N_ACTIONS) for a in AGENTS}
-        self.state_space = spaces.Box(0, 255, (STATE_SIZE,), dtype=np.uint8)
+        self.state_space = vector_space(STATE_SIZE, self.obs_format)
+        self._float = self.obs_format == "float32"
         self._rng = np.random.default_rng()
         self._observer = Observer()
         self._game: Game | None = None
         self._match: Match | None = None
         self.hand_results: list[dict[str, Any]] = []
         self._dirty = False
+        self._mask_bits = -1  # the legal set self._mask was built from
+        self._mask = _ZERO_MASK
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[agent]
@@ -145,8 +175,17 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         self._game = game
         self._observer.reset(game)
         self.agent_selection = AGENTS[game.to_move]
+        self.infos[self.agent_selection]["action_mask"] = self._legal_mask(game.legal).copy()
         if self.render_mode == "human":
             self.render()
+
+    def _legal_mask(self, legal: int) -> np.ndarray:
+        """The ``int8`` mask of the legal set ``legal``, built once per position (the info of
+        the mover and its observation share it; each gets its own copy)."""
+        if legal != self._mask_bits:
+            self._mask = mask_from_bits(legal)
+            self._mask_bits = legal
+        return self._mask
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         game = self._game
@@ -156,10 +195,13 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         if seat is None:
             raise ValueError(f"unknown agent {agent!r}; agents: {list(AGENTS)}")
         if game.to_move == seat and not self.terminations.get(agent, True):
-            mask = mask_from_bits(game.legal)
+            mask = self._legal_mask(game.legal).copy()
         else:
             mask = _ZERO_MASK.copy()
-        return {"observation": self._observer.observe(seat), "action_mask": mask}
+        obs = self._observer.observe(seat)
+        if self._float:
+            obs = obs * _OBS_SCALE
+        return {"observation": obs, "action_mask": mask}
 
     def step(self, action: int) -> None:
         game = self._game
@@ -184,7 +226,10 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         if game.is_over:
             self._end_hand(game)
         else:
-            self.agent_selection = AGENTS[game.to_move]
+            nxt = AGENTS[game.to_move]
+            self.agent_selection = nxt
+            self.infos[agent].pop("action_mask", None)
+            self.infos[nxt]["action_mask"] = self._legal_mask(game.legal).copy()
         if self.render_mode == "human":
             self.render()
 
@@ -219,8 +264,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
 
     # ------------------------------------------------------------------ extras
     def state(self) -> np.ndarray:
-        """Full information (all four hands), for centralised critics."""
-        return encode_state(self.game, self._observer.canon)
+        """Full information (all four hands), for centralised critics; in ``obs_format``."""
+        state = encode_state(self.game, self._observer.canon)
+        return state * _STATE_SCALE if self._float else state
 
     def legal_actions(self) -> list[int]:
         return cards_of(self.game.legal)
@@ -229,12 +275,19 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         """The current hand as a JSON-serialisable record (see butifarra_env.record)."""
         return game_record(self.game)
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        """The whole table (all four hands): text for "human" (printed) and "ansi", an RGB
+        ``uint8`` (720, 960, 3) image for "rgb_array"."""
         if self.render_mode is None:
             gymnasium.logger.warn(
-                "You are calling render without a render_mode; pass render_mode='ansi' or 'human'."
+                "You are calling render without a render_mode; "
+                "pass render_mode='ansi', 'human' or 'rgb_array'."
             )
             return None
+        if self.render_mode == "rgb_array":
+            from butifarra_env.render_image import render_table  # Pillow: loaded on first use
+
+            return render_table(self.game, None, target_score=self.game_options.target_score)
         text = render_text(self.game, None, target_score=self.game_options.target_score)
         if self.render_mode == "human":
             print(text)

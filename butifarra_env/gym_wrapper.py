@@ -1,9 +1,16 @@
 """Gymnasium single-agent view: the learner plays one seat, given policies play the others.
 
-The observation is the AEC env's dict (``observation`` + ``action_mask``) and the mask is
-also offered through :meth:`SingleAgentEnv.action_masks`, which is what sb3-contrib's
-MaskablePPO calls. The reward of a step is everything the learner's seat received since
-its previous decision (non-zero when a hand ends).
+The observation is the AEC env's dict (``observation`` + ``action_mask``); the learner's mask
+is also in ``info["action_mask"]`` (from ``reset`` and every ``step``) and returned by
+:meth:`SingleAgentEnv.action_masks`, which is what sb3-contrib's MaskablePPO calls. The reward
+of a step is everything the learner's seat received since its previous decision (non-zero
+when a hand ends).
+
+``gymnasium.make("butifarra_env/Butifarra-v0")`` returns this class itself, unwrapped (the
+registration turns off Gymnasium's passive checker and order-enforcing wrappers, whose checks
+this env makes itself: every method raises a RuntimeError naming ``reset()`` before the first
+reset), so ``action_masks()`` is reachable on what ``make`` returns. Under wrappers a user
+adds, ``env.get_wrapper_attr("action_masks")()`` reaches it, as SB3 and sb3-contrib do.
 """
 
 from __future__ import annotations
@@ -15,14 +22,16 @@ import gymnasium
 import numpy as np
 
 from butifarra_env.actions import N_ACTIONS, random_legal_actions
-from butifarra_env.env import AGENTS, raw_env
+from butifarra_env.env import AGENTS, observation_space, raw_env
 from butifarra_env.game import Game
+from butifarra_env.observation import scale_vector
 from butifarra_env.policy import Policy, PolicyFn, is_policy
 from butifarra_env.render import render_text
 from butifarra_env.rules import N_SEATS
-from butifarra_env.validate import RENDER_MODES, check_action, check_render_mode
+from butifarra_env.validate import RENDER_MODES, check_action, check_obs_format, check_render_mode
 
 ILLEGAL_ACTION_MODES = ("penalize", "raise")
+_OBS_SCALE = scale_vector()
 
 
 class SingleAgentEnv(gymnasium.Env):
@@ -32,10 +41,14 @@ class SingleAgentEnv(gymnasium.Env):
     three other seats, a sequence of three (the other seats in ascending order), or a mapping
     seat -> policy. ``illegal_action``: "penalize" (default: the episode ends and the learner
     gets minus the worst possible hand loss, as in ``butifarra_v0.env()``) or "raise".
-    Other keyword arguments are the game options of ``butifarra_v0``.
+    ``obs_format``: "uint8" (default) or "float32" (each entry times
+    ``observation.scale_vector()``, in [0, 1]; the space says so). ``render_mode``:
+    "human"/"ansi" (text) or "rgb_array" (an image); both show the learner's hand only, or all
+    four with ``render_all_hands=True``. Other keyword arguments are the game options of
+    ``butifarra_v0``.
     """
 
-    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 1}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 2}
 
     def __init__(
         self,
@@ -44,7 +57,9 @@ class SingleAgentEnv(gymnasium.Env):
         *,
         illegal_action: str = "penalize",
         render_mode: str | None = None,
+        render_all_hands: bool = False,
         reward_scale: float = 1.0,
+        obs_format: str = "uint8",
         **options: Any,
     ) -> None:
         if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < N_SEATS:
@@ -53,15 +68,20 @@ class SingleAgentEnv(gymnasium.Env):
             raise ValueError(
                 f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}"
             )
+        if not isinstance(render_all_hands, bool):
+            raise ValueError(f"render_all_hands must be True or False, got {render_all_hands!r}")
         self._aec = raw_env(render_mode=None, reward_scale=reward_scale, **options)
+        self.obs_format = check_obs_format(obs_format)
+        self._float = self.obs_format == "float32"  # the learner's; opponents always get uint8
         self.render_mode = check_render_mode(render_mode)
+        self.render_all_hands = render_all_hands
         self.seat = seat
         self.agent = AGENTS[seat]
         self.illegal_action = illegal_action
         self._illegal_reward = -float(self._aec.game_options.worst_hand_loss) * reward_scale
         self._policies = self._resolve_opponents(opponents)
         self._interrupted: str | None = None  # why the hand stopped between two decisions
-        self.observation_space = self._aec.observation_space(self.agent)
+        self.observation_space = observation_space(self.obs_format)
         self.action_space = gymnasium.spaces.Discrete(N_ACTIONS)
 
     def _resolve_opponents(self, opponents: Any) -> dict[int, Policy | PolicyFn | None]:
@@ -104,8 +124,9 @@ class SingleAgentEnv(gymnasium.Env):
         self._aec.reset(seed=seed, options=options)
         self._interrupted = None
         reward = self._play_others()
-        obs = self._aec.observe(self.agent)
-        info = {"skipped_reward": reward} if reward else {}
+        obs = self._observe()
+        info: dict[str, Any] = {"skipped_reward": reward} if reward else {}
+        info["action_mask"] = obs["action_mask"].copy()
         return obs, info
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
@@ -117,19 +138,29 @@ class SingleAgentEnv(gymnasium.Env):
         if not (aec.game.legal >> action) & 1:
             if self.illegal_action == "raise":
                 aec.step(action)  # raises IllegalActionError naming phase and legal actions
-            obs = aec.observe(self.agent)
+            obs = self._observe()
             obs["action_mask"][:] = 0
             aec.terminations = dict.fromkeys(AGENTS, True)
-            return obs, self._illegal_reward, True, False, {"illegal_action": action}
+            info = {"illegal_action": action, "action_mask": obs["action_mask"].copy()}
+            return obs, self._illegal_reward, True, False, info
         aec.step(action)
         reward = float(aec.rewards[self.agent]) + self._play_others()
         terminated = bool(aec.terminations[self.agent])
         info: dict[str, Any] = {}
         if "hand_result" in aec.infos[self.agent]:
-            info = dict(aec.infos[self.agent])
+            info = {k: v for k, v in aec.infos[self.agent].items() if k != "action_mask"}
+        obs = self._observe()
+        info["action_mask"] = obs["action_mask"].copy()
         if self.render_mode == "human":
             self.render()
-        return aec.observe(self.agent), reward, terminated, False, info
+        return obs, reward, terminated, False, info
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        """The learner's observation, in its ``obs_format``."""
+        obs = self._aec.observe(self.agent)
+        if self._float:
+            obs["observation"] = obs["observation"] * _OBS_SCALE
+        return obs
 
     def _check_learner_to_move(self, what: str) -> None:
         """Refuse to act for the learner unless it really is the learner's turn."""
@@ -170,14 +201,30 @@ class SingleAgentEnv(gymnasium.Env):
         return reward
 
     def action_masks(self) -> np.ndarray:
-        """Legal actions of the learner now, as a bool array (sb3-contrib MaskablePPO)."""
-        return self._aec.observe(self.agent)["action_mask"].astype(bool)
+        """Legal actions of the learner now, as a bool (56,) array (sb3-contrib MaskablePPO);
+        all False once the episode is over."""
+        if self._aec._game is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return self._observe()["action_mask"].astype(bool)
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        """The learner's view (or the whole table with ``render_all_hands``): text for "human"
+        (printed) and "ansi", an RGB ``uint8`` (720, 960, 3) image for "rgb_array"."""
         if self.render_mode is None:
-            gymnasium.logger.warn("render() called without a render_mode ('ansi' or 'human')")
+            gymnasium.logger.warn(
+                "render() called without a render_mode ('ansi', 'human' or 'rgb_array')"
+            )
             return None
-        text = render_text(self._aec.game, self.seat, self._aec.game_options.target_score)
+        if self._aec._game is None:
+            raise RuntimeError("call reset() before render()")
+        target = self._aec.game_options.target_score
+        if self.render_mode == "rgb_array":
+            from butifarra_env.render_image import render_table  # Pillow: loaded on first use
+
+            return render_table(
+                self._aec.game, self.seat, reveal=self.render_all_hands, target_score=target
+            )
+        text = render_text(self._aec.game, None if self.render_all_hands else self.seat, target)
         if self.render_mode == "human":
             print(text)
             return None

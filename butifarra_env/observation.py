@@ -445,3 +445,14 @@ def encode_state(game: Game, canonical_vector: np.ndarray | None = None) -> np.n
     if game.to_move >= 0:
         out[CANONICAL_SIZE + game.to_move] = 1
     return out
+
+
+def state_scale_vector() -> np.ndarray:
+    """``float32`` (STATE_SIZE,) multipliers that map every entry of :func:`encode_state` into
+    [0, 1]: the :data:`FIELD_MAX` of each field in the seat-absolute layout, 1 for the
+    one-hot of the seat to move (the float32 ``state()`` of the environments)."""
+    scale = np.ones(STATE_SIZE, np.float32)
+    for name, _, kind in FIELDS:
+        size = N_SEATS * N_CARDS if kind == "hand" else SIZES[name]
+        scale[_CANON[name] : _CANON[name] + size] = 1.0 / FIELD_MAX[name]
+    return scale

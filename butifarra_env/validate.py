@@ -17,7 +17,10 @@ from butifarra_env.cards import ALL_CARDS, N_CARDS, N_TRICKS
 from butifarra_env.errors import IllegalActionError
 from butifarra_env.rules import N_SEATS
 
-RENDER_MODES = ("human", "ansi")
+RENDER_MODES = ("human", "ansi", "rgb_array")
+OBS_FORMATS = ("uint8", "float32")
+"""Observation formats: ``uint8`` (the raw counts, the default) or ``float32`` in [0, 1]
+(each entry times ``observation.scale_vector()``)."""
 
 
 def _describe(value: object) -> str:
@@ -96,6 +99,20 @@ def check_render_mode(render_mode: object) -> str | None:
             f"render_mode must be None or one of {list(RENDER_MODES)}, got {_describe(render_mode)}"
         )
     return render_mode
+
+
+def check_obs_format(obs_format: object) -> str:
+    """One of :data:`OBS_FORMATS`."""
+    if not isinstance(obs_format, str) or obs_format not in OBS_FORMATS:
+        raise ValueError(
+            f"obs_format must be one of {list(OBS_FORMATS)}, got {_describe(obs_format)}"
+        )
+    return obs_format
+
+
+def check_seat(value: object, name: str = "seat") -> int:
+    """A seat 0-3."""
+    return check_int(name, value, 0, N_SEATS - 1)
 
 
 def check_reward_scale(reward_scale: object) -> float:

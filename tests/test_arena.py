@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +13,19 @@ import numpy as np
 import pytest
 
 from agents import RandomAgent, RuleBasedAgent, arena, stats
-from agents.arena import CHUNK_DEALS, MATCH_HAND_FIELDS, MatchStats, duel, round_robin
+from agents.arena import (
+    CHUNK_DEALS,
+    MATCH_HAND_FIELDS,
+    AgentError,
+    MatchStats,
+    duel,
+    round_robin,
+)
+from agents.registry import AGENT_FACTORIES
 from agents.stats import mean_ci, t_quantile
 from butifarra.cli import main
 from butifarra_env.options import Options
+from butifarra_env.record import iter_replay, load_records, replay
 from butifarra_env.rules import deal
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,7 +152,7 @@ def test_match_hands_rotate_the_dealer_and_stop_exactly_at_the_target(target: in
 
 
 def test_bad_counts_and_agents_raise_clear_errors() -> None:
-    with pytest.raises(ValueError, match="n_deals must be an integer >= 1"):
+    with pytest.raises(ValueError, match="n_deals must be an int >= 1"):
         duel("rule", "random", -5)
     with pytest.raises(ValueError, match="unknown agent 'nobody'; allowed:"):
         duel("rule", "nobody", 5)
@@ -171,11 +182,23 @@ def test_cli_duel_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "rule vs random: 20 duplicate deals" in text and "95% CI" in text
     assert json.loads(out.with_suffix(".json").read_text())["n_deals"] == 20
     assert len(out.with_suffix(".csv").read_text().splitlines()) == 41
-    # a second run replaces both files whole and leaves no temporary file behind
-    assert main(["arena", "rule", "random", "-n", "12", "--no-progress", "--out", str(out)]) == 0
-    assert json.loads(out.with_suffix(".json").read_text())["n_deals"] == 12
-    assert len(out.with_suffix(".csv").read_text().splitlines()) == 25
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["duel.csv", "duel.json"]
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    # a second run to the same prefix is refused before playing: results are never overwritten
+    assert main(["arena", "rule", "random", "-n", "12", "--no-progress", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"'{out}.json' exists" in err and "choose another --out prefix" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    # another prefix writes two new files and leaves no temporary file behind
+    again = tmp_path / "duel2"
+    assert main(["arena", "rule", "random", "-n", "12", "--no-progress", "--out", str(again)]) == 0
+    assert json.loads(again.with_suffix(".json").read_text())["n_deals"] == 12
+    assert len(again.with_suffix(".csv").read_text().splitlines()) == 25
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "duel.csv",
+        "duel.json",
+        "duel2.csv",
+        "duel2.json",
+    ]
 
 
 def test_cli_round_robin(capsys: pytest.CaptureFixture[str]) -> None:
@@ -205,7 +228,9 @@ def test_cli_rejects_negative_counts(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit) as e:
         main(["arena", "rule", "random", "-n", "-3"])
     assert e.value.code == 2
-    assert "expected an integer >= 1, got -3" in capsys.readouterr().err
+    assert "argument -n/--deals: expected an integer from 1 to 10000000, got -3" in (
+        capsys.readouterr().err
+    )
 
 
 def test_console_script_exit_status_without_traceback(tmp_path: Path) -> None:
@@ -218,3 +243,218 @@ def test_console_script_exit_status_without_traceback(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 2
     assert "ppo" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- failing agents
+class RaisesInPlay(RandomAgent):
+    """Plays like random until the card play, then raises (a bug in someone's agent)."""
+
+    name = "raises"
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        if np.asarray(action_masks)[:, :48].any():
+            raise KeyError("boom")
+        return super().act_batch(observations, action_masks)
+
+
+class AlwaysPasses(RandomAgent):
+    """Answers 'pass' (55) to everything: illegal whenever passing is not allowed."""
+
+    name = "passer"
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        return np.full(len(action_masks), 55, dtype=np.int64)
+
+
+class ReturnsFloats(RandomAgent):
+    name = "floats"
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        return super().act_batch(observations, action_masks).astype(np.float64)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_agent_that_raises_is_named_with_the_deal_and_the_decision(workers: int) -> None:
+    with pytest.raises(AgentError) as e:
+        duel(RuleBasedAgent(), RaisesInPlay(0), CHUNK_DEALS + 1, seed=1, workers=workers)
+    text = str(e.value)
+    assert "agent 'raises' raised KeyError: 'boom'" in text
+    assert re.search(r"deal \d+ \(agent A's team at seats [0-3] and [0-3]\), hand 0", text)
+    assert re.search(r"seat [0-3] to move in phase 'play'; legal actions: \[\d+ \(play ", text)
+
+
+def test_an_illegal_action_is_named_with_the_deal_and_the_legal_actions() -> None:
+    with pytest.raises(AgentError) as e:
+        duel(AlwaysPasses(0), RuleBasedAgent(), 3, seed=0)
+    text = str(e.value)
+    assert "agent 'passer' chose an illegal action in deal " in text
+    assert "illegal action 55 (pass) for seat" in text and "legal actions: [" in text
+    with pytest.raises(AgentError, match="'floats' act_batch returned float64"):
+        duel(ReturnsFloats(0), RuleBasedAgent(), 2, seed=0)
+
+
+def test_cli_reports_a_failing_agent_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(AGENT_FACTORIES, "raises", lambda arg, seed: RaisesInPlay(seed))
+    assert main(["arena", "rule", "raises", "-n", "3", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("butifarra arena: error: agent 'raises' raised KeyError")
+
+
+# --------------------------------------------------------------------------- game records
+def test_records_replay_with_the_probabilities_of_each_decision(tmp_path: Path) -> None:
+    path = tmp_path / "games.jsonl"
+    res = duel("random", "rule", 5, seed=2, n_matches=2, target_score=30, records_path=path)
+    records = load_records(path)
+    assert res.matches is not None
+    assert len(records) == 10 + len(res.matches.hands["deal"])  # both seatings, and matches
+    deals = [r for r in records if "deal" in r]
+    assert [(r["deal"], r["swapped"]) for r in deals] == [(d, s) for d in range(5) for s in (0, 1)]
+    assert all(r["seed"] == 2 for r in records)
+    for r in records:
+        env = replay(r)
+        assert env.game.is_over and env.game.result() == r["result"]
+        assert len(r["probs"]) == len(r["actions"])
+        for (seat, action), probs, legal in zip(
+            r["actions"], r["probs"], _legal_before_each_action(r), strict=True
+        ):
+            if r["players"][seat] == "random":  # uniform over exactly the legal actions
+                assert probs == {str(a): round(1 / len(legal), 6) for a in legal}
+                assert str(action) in probs
+            else:
+                assert probs is None  # the rule-based agent has no distribution
+        a_seats = (1, 3) if r["swapped"] else (0, 2)
+        assert [r["players"][s] for s in a_seats] == ["random", "random"]
+    # the per-hand columns are the records' results
+    assert [r["result"]["trump"] for r in deals] == res.hands["trump"].tolist()
+
+
+def _legal_before_each_action(record: dict) -> list[list[int]]:
+    return [env.game.legal_actions() for env in iter_replay(record)][:-1]
+
+
+def test_logging_changes_no_result_and_the_file_does_not_depend_on_workers(
+    tmp_path: Path,
+) -> None:
+    n = CHUNK_DEALS + 6  # two chunks
+    plain = duel("random", "rule", n, seed=9)
+    one = duel("random", "rule", n, seed=9, workers=1, records_path=tmp_path / "one.jsonl")
+    two = duel("random", "rule", n, seed=9, workers=2, records_path=tmp_path / "two.jsonl")
+    for k in plain.hands:
+        assert np.array_equal(plain.hands[k], one.hands[k])
+        assert np.array_equal(plain.hands[k], two.hands[k])
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+    assert len(load_records(tmp_path / "one.jsonl")) == 2 * n
+
+
+def test_records_are_appended_and_a_bad_records_file_is_refused_before_playing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "games.jsonl"
+    duel("rule", "random", 2, seed=0, records_path=path)
+    first = path.read_bytes()
+    duel("rule", "random", 3, seed=1, records_path=str(path))
+    assert path.read_bytes().startswith(first) and len(load_records(path)) == 10
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    calls = []
+
+    def counting_deal(rng: np.random.Generator) -> tuple[int, list[int]]:
+        calls.append(1)
+        return arena.uniform_deal(rng)
+
+    for bad in (notes, tmp_path, notes / "games.jsonl"):
+        with pytest.raises(ValueError, match="records_path"):
+            duel("rule", "random", 2, seed=0, records_path=bad, deal_fn=counting_deal)
+    assert calls == [] and notes.read_text() == "my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["games.jsonl", "notes.txt"]
+
+
+def test_cli_records_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "games.jsonl"
+    args = ["arena", "random", "random", "-n", "4", "--no-progress", "--records", str(path)]
+    assert main(args) == 0
+    assert f"game records appended to {path}" in capsys.readouterr().out
+    records = load_records(path)
+    assert [r["players"] for r in records] == [
+        ["random", "random#2"] * 2,
+        ["random#2", "random"] * 2,
+    ] * 4
+    assert all(p is not None for r in records for p in r["probs"])
+
+
+# --------------------------------------------------------------------------- output files
+def test_cli_checks_the_output_files_before_playing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_play(*args: object, **kwargs: object) -> None:
+        raise AssertionError("played although the output could not be written")
+
+    monkeypatch.setattr(arena, "duel", no_play)
+    monkeypatch.setattr(arena, "round_robin", no_play)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    (tmp_path / "taken.csv").write_text("old results\n")
+    (tmp_path / "folder.json").mkdir()
+    cases = {
+        str(notes / "results"): "is a file, not a folder",
+        str(tmp_path / "taken"): "'taken.csv' exists (a file); not overwriting it",
+        str(tmp_path / "folder"): "'folder.json' exists (a folder)",
+        str(tmp_path) + "/": "expected a file prefix",
+        "": "expected a file prefix",
+        str(tmp_path / ("x" * 300)): "cannot use",
+    }
+    before = sorted(tmp_path.rglob("*"))
+    for agents in (["rule", "random"], ["rule", "random", "random"]):
+        for prefix, message in cases.items():
+            assert main(["arena", *agents, "-n", "5", "--out", prefix]) == 2, prefix
+            err = capsys.readouterr().err
+            assert "argument --out: " in err and message in err, err
+            assert err.count("\n") == 1
+    # an unwritable folder (os.access stands in: the tests may run as root)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert main(["arena", "rule", "random", "--out", str(tmp_path / "new" / "r")]) == 2
+    assert f"the folder '{tmp_path}' is not writable" in capsys.readouterr().err
+    assert sorted(tmp_path.rglob("*")) == before
+    assert notes.read_text() == "mine\n" and (tmp_path / "taken.csv").read_text() == "old results\n"
+
+
+def test_results_are_kept_when_the_folder_fails_after_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "results"
+    out_dir.mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    real_duel = arena.duel
+
+    def duel_then_lose_the_folder(*args: object, **kwargs: object) -> arena.DuelResult:
+        res = real_duel(*args, **kwargs)  # type: ignore[arg-type]
+        out_dir.rmdir()
+        out_dir.write_text("a file where the folder was\n")
+        return res
+
+    monkeypatch.setattr(arena, "duel", duel_then_lose_the_folder)
+    rc = main(["arena", "rule", "random", "-n", "6", "--no-progress", "--out", str(out_dir / "r")])
+    assert rc == 0
+    captured = capsys.readouterr()
+    kept = sorted(cwd.iterdir())
+    assert [p.suffix for p in kept] == [".csv", ".json"] and all(
+        p.name.startswith("r.unsaved-") for p in kept
+    )
+    assert f"could not write {out_dir / 'r'}.json" in captured.err and str(kept[1]) in captured.err
+    assert json.loads(kept[1].read_text())["n_deals"] == 6
+    assert len(kept[0].read_text().splitlines()) == 13
+    assert out_dir.read_text() == "a file where the folder was\n"
+
+
+def test_round_robin_save_never_overwrites(tmp_path: Path) -> None:
+    rr = round_robin({"rule": "rule", "random": "random"}, 3, seed=0)
+    rr.save(tmp_path / "rr")
+    before = (tmp_path / "rr.json").read_bytes()
+    with pytest.raises(FileExistsError, match="not overwriting"):
+        rr.save(tmp_path / "rr")
+    assert (tmp_path / "rr.json").read_bytes() == before

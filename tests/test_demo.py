@@ -52,4 +52,7 @@ def test_demo_is_reproducible_and_rejects_bad_counts(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit) as e:
         main(["demo", "-n", "-3"])
     assert e.value.code == 2
-    assert "expected an integer >= 1" in capsys.readouterr().err
+    assert "argument -n/--deals: expected an integer from 1 to" in capsys.readouterr().err
+    for name, value in (("deals", 0), ("seed", -1), ("workers", 0), ("deals", 2.5)):
+        with pytest.raises(ValueError, match=name):
+            run_demo(**{name: value}, out=io.StringIO())

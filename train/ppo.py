@@ -20,20 +20,34 @@ The network, its masked categorical and the checkpoint format live in :mod:`agen
 Usage::
 
     python -m train.ppo --help
-    python -m train.ppo --total-minutes 60 --export-path agents/checkpoints/ppo_butifarra.pt
+    python -m train.ppo --total-minutes 60 --export-path my_agent.pt
     python -m train.ppo --run-name NAME --resume      # continue an interrupted run
 
-Checkpoints (``runs/NAME/checkpoint.pt``) are written atomically and hold everything a
-bit-exact resume needs; they load with ``torch.load(..., weights_only=True)``.
+A run never overwrites what it did not write: a second run with the same name is refused
+(``--resume`` continues it), as is an ``--export-path`` holding another run's file. Bad flags
+are one ``error:`` line and exit status 2, before anything is touched. Checkpoints
+(``runs/NAME/checkpoint.pt``, and the one before it, ``checkpoint.prev.pt``) are written
+atomically, fingerprinted, and hold everything a bit-exact resume needs; they load with
+``torch.load(..., weights_only=True)``. Ctrl-C saves a checkpoint and exits with status 130.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import math
 import os
+import re
+import shlex
+import shutil
+import signal
+import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from enum import IntEnum
 from pathlib import Path
@@ -50,6 +64,7 @@ from butifarra_env.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.batched import BatchedEnv
 from butifarra_env.fileio import atomic_writer
 from butifarra_env.observation import OBS_SIZE
+from butifarra_env.validate import check_int, check_number
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -71,6 +86,10 @@ class Opponent(IntEnum):
 
 OPPONENTS = tuple(o.name.lower() for o in Opponent)
 """Opponent names in :class:`Opponent` order: self, snapshot, rule, random."""
+
+
+MAX_NUM_ENVS = 1 << 16
+"""Most engine slots a run may ask for (each holds ~45 KB of rollout buffers)."""
 
 
 @dataclass
@@ -164,37 +183,38 @@ class Config:
     eval_seed: int = 12345
     """Seed of the fixed evaluation deal set."""
     checkpoint_every: int = 10
-    """Write runs/NAME/checkpoint.pt every this many updates (and at the end)."""
+    """Write runs/NAME/checkpoint.pt every this many updates, at the end and on Ctrl-C (the
+    one before it is kept as checkpoint.prev.pt)."""
     export_path: str | None = None
-    """Also write the model alone (an agent checkpoint) here at each checkpoint."""
+    """Also write the model alone (an agent checkpoint) here at each checkpoint; an existing
+    file is only replaced if this run wrote it."""
     resume: bool = False
-    """Continue from runs/NAME/checkpoint.pt if it exists."""
+    """Continue runs/NAME from checkpoint.pt (checkpoint.prev.pt if that one is unreadable).
+    Without it, a run name that already holds a run is refused."""
     tensorboard: bool = True
     """Write TensorBoard events next to the CSV log."""
     progress: bool = True
     """Show a tqdm progress bar with live metrics."""
 
     def validate(self) -> None:
-        """Raise ValueError naming the first bad field (before any work is done)."""
+        """Raise ValueError naming the first bad field (before any work is done). Files and
+        folders are checked by :class:`Trainer` (:func:`check_output_paths`)."""
         self._validate_counts()
         self._validate_coefficients()
         self._validate_choices()
+        self._validate_names()
 
     def _validate_counts(self) -> None:
+        bounded = {"hidden": MAX_HIDDEN, "layers": MAX_LAYERS, "num_envs": MAX_NUM_ENVS}
         positive_ints = (
             "num_envs", "num_steps", "hidden", "layers", "num_minibatches", "update_epochs",
             "snapshot_every", "snapshot_pool", "checkpoint_every", "eval_deals",
         )  # fmt: skip
         for name in positive_ints:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        for name in ("total_updates", "eval_every", "torch_threads"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-        if not (isinstance(self.total_minutes, (int, float)) and self.total_minutes >= 0):
-            raise ValueError(f"total_minutes must be >= 0, got {self.total_minutes!r}")
+            check_int(name, getattr(self, name), 1, bounded.get(name))
+        for name in ("total_updates", "eval_every", "torch_threads", "seed", "eval_seed"):
+            check_int(name, getattr(self, name), 0)
+        check_number("total_minutes", self.total_minutes, 0.0, lo_inclusive=True)
         if self.total_minutes == 0 and self.total_updates == 0:
             raise ValueError("set total_minutes > 0 or total_updates > 0, or the run never ends")
         if self.anneal_lr and self.total_updates == 0:
@@ -202,33 +222,45 @@ class Config:
 
     def _validate_coefficients(self) -> None:
         for name in ("learning_rate", "clip_coef", "reward_scale"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+            check_number(name, getattr(self, name), 0.0)
         for name in ("gamma", "gae_lambda"):
             v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
                 raise ValueError(f"{name} must be in [0, 1], got {v!r}")
         for name in ("ent_coef", "vf_coef", "max_grad_norm"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-        if self.target_kl is not None and not self.target_kl > 0:
-            raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl!r}")
+            check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
+        if self.target_kl is not None:
+            check_number("target_kl", self.target_kl, 0.0)
 
     def _validate_choices(self) -> None:
-        probs = self.opponent_probs()
-        if (probs < 0).any() or probs.sum() <= 0:
-            raise ValueError(
-                "opp_self, opp_snapshot, opp_rule, opp_random must be >= 0 and not all 0, "
-                f"got {probs.tolist()}"
-            )
+        for name in ("opp_self", "opp_snapshot", "opp_rule", "opp_random"):
+            check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
+        if self.opponent_probs().sum() <= 0:
+            raise ValueError("opp_self, opp_snapshot, opp_rule, opp_random must not all be 0")
         if self.eval_backend not in ("arena", "batched"):
             raise ValueError(f"eval_backend must be 'arena' or 'batched': {self.eval_backend!r}")
-        if self.device != "auto" and not (self.device == "cpu" or self.device.startswith("cuda")):
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(self.device)):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device {self.device!r} asked for but CUDA is not available")
+        if self.device.startswith("cuda"):
+            index = int(self.device.partition(":")[2] or 0)
+            if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+                raise ValueError(f"device {self.device!r} asked for but it is not available")
+
+    def _validate_names(self) -> None:
+        for name in ("exp_name", "run_name"):
+            v = getattr(self, name)
+            if v is None and name == "run_name":
+                continue
+            if (
+                not isinstance(v, str)
+                or v in ("", ".", "..")
+                or any(c in v for c in ("/", "\\", "\0"))
+            ):
+                raise ValueError(f"{name} must be a plain folder name (no '/'), got {v!r}")
+        for name in ("run_dir", "export_path"):
+            v = getattr(self, name)
+            if not (v is None and name == "export_path") and (not isinstance(v, str) or not v):
+                raise ValueError(f"{name} must be a non-empty path, got {v!r}")
 
     def opponent_probs(self) -> np.ndarray:
         """Per-hand probabilities of each :class:`Opponent` (in that order), normalised."""
@@ -259,11 +291,17 @@ def make_rule_agent(seed: int | None) -> Agent:
 # The policy/value MLP (suit-canonical inputs, legal-mask input, centralised critic), the
 # masked categorical and the checkpoint format: shared with agents.ppo_agent.PPOAgent.
 from agents.ppo_net import (  # noqa: E402
+    CHECKPOINT_FORMAT,
     HIDDEN_HANDS_SIZE,
+    MAX_HIDDEN,
+    MAX_LAYERS,
     ActorCritic,
     Checkpoint,
+    UnverifiedCheckpointWarning,
+    check_weights,
     hidden_hands,
     load_checkpoint,
+    make_arch,
     masked_entropy,
     masked_log_probs,
     masked_logits,
@@ -785,6 +823,25 @@ RESUME_OVERRIDES = (
 """Config fields a ``--resume`` takes from the command line; all others come from the
 checkpoint, so a resumed run cannot silently change its hyper-parameters."""
 
+CHECKPOINT_NAME = "checkpoint.pt"
+"""The newest full checkpoint of a run (in ``runs/NAME/``)."""
+PREVIOUS_NAME = "checkpoint.prev.pt"
+"""The one before it: what ``--resume`` falls back to when the newest is unreadable."""
+CSV_NAME = "metrics.csv"
+SAVE_DELAY_ENV = "BUTIFARRA_PPO_SAVE_DELAY"
+"""Fault-injection hook for tests: seconds to pause half-way through writing a checkpoint
+(so that a test can kill the process mid-write). Unset in normal use."""
+
+
+class RunRefused(ValueError):
+    """A run that cannot start as asked (it exists, it has no readable checkpoint, its budget
+    is spent, an output path is not its own...). Raised before anything was changed."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :meth:`Trainer.train` after it saved a final checkpoint (the message
+    says where, and how to resume)."""
+
 
 def resumed_config(cfg: Config, saved: Mapping[str, Any]) -> Config:
     """The run's own settings (``saved``, from its checkpoint), except RESUME_OVERRIDES."""
@@ -794,10 +851,195 @@ def resumed_config(cfg: Config, saved: Mapping[str, Any]) -> Config:
     return merged
 
 
-def save_torch(obj: Mapping[str, object], path: str | os.PathLike[str]) -> None:
-    """torch.save, atomically (a crash never leaves a torn checkpoint)."""
+def save_torch(
+    obj: Mapping[str, object],
+    path: str | os.PathLike[str],
+    before_replace: Callable[[], None] | None = None,
+) -> None:
+    """torch.save, atomically (a crash never leaves a torn checkpoint). ``before_replace``
+    runs once the new file is completely written, just before it takes ``path``'s place."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    data = buffer.getbuffer()
     with atomic_writer(path, "wb") as f:
-        torch.save(obj, f)
+        f.write(data[: len(data) // 2])
+        f.flush()
+        _fault_injection_pause()
+        f.write(data[len(data) // 2 :])
+        if before_replace is not None:
+            before_replace()
+
+
+def _fault_injection_pause() -> None:
+    try:
+        delay = float(os.environ.get(SAVE_DELAY_ENV) or 0)
+    except ValueError:
+        delay = 0.0
+    if delay > 0:
+        time.sleep(delay)
+
+
+def keep_previous(newest: Path, previous: Path) -> None:
+    """Make ``previous`` a copy of ``newest`` (a hard link where the file system allows one,
+    else a copy), atomically: the rotation step just before a new checkpoint replaces
+    ``newest``, so the last two good checkpoints exist at every moment."""
+    link = previous.with_name(f".{previous.name}.{os.getpid()}.link.tmp")
+    link.unlink(missing_ok=True)
+    try:
+        os.link(newest, link)
+    except OSError:
+        with atomic_writer(previous, "wb") as f, open(newest, "rb") as src:
+            shutil.copyfileobj(src, f)
+        return
+    os.replace(link, previous)
+
+
+def set_aside(path: Path) -> Path:
+    """Rename ``path`` to a free ``NAME.unreadable[.N]`` beside it (kept, never deleted)."""
+    for n in range(1000):
+        target = path.with_name(f"{path.name}.unreadable" + (f".{n}" if n else ""))
+        if not target.exists():
+            os.replace(path, target)
+            return target
+    raise RunRefused(f"too many unreadable checkpoints kept beside {str(path)!r}; remove some")
+
+
+def check_training_checkpoint(data: Checkpoint, path: Path) -> None:
+    """ValueError (naming ``path``) unless ``data`` holds everything a resume needs."""
+    fields_needed = (
+        ("update", int), ("global_step", int), ("hands", int), ("elapsed_s", (int, float)),
+        ("config", dict), ("optimizer", dict), ("snapshots", list), ("rng", dict),
+    )  # fmt: skip
+    try:
+        for key, kind in fields_needed:
+            if isinstance(data.get(key), bool) or not isinstance(data.get(key), kind):
+                raise ValueError(f"{key!r} is missing or of the wrong type")
+        for i, snapshot in enumerate(data["snapshots"]):
+            try:
+                check_weights(snapshot, data["arch"])
+            except ValueError as exc:
+                raise ValueError(f"snapshot {i}: {exc}") from exc
+        rng = data["rng"]
+        if not isinstance(rng.get("torch"), torch.Tensor) or not isinstance(rng.get("numpy"), dict):
+            raise ValueError("'rng' must hold the torch and numpy generator states")
+    except ValueError as exc:
+        raise ValueError(
+            f"checkpoint {str(path)!r} is not a complete training checkpoint: {exc}"
+        ) from exc
+
+
+def load_resume_checkpoint(out_dir: Path) -> tuple[Checkpoint | None, Path | None, list[str]]:
+    """The newest readable full checkpoint of a run: ``checkpoint.pt``, else
+    ``checkpoint.prev.pt``, with the reasons a newer one was passed over; ``(None, None, [])``
+    when the run has none yet. RunRefused when it has some but none is readable."""
+    newest, previous = out_dir / CHECKPOINT_NAME, out_dir / PREVIOUS_NAME
+    problems: list[str] = []
+    for path in (newest, previous):
+        if not path.exists():
+            if path == newest and previous.exists():
+                problems.append(f"checkpoint {str(newest)!r} is missing")
+            continue
+        try:
+            data = load_checkpoint(path)
+            check_training_checkpoint(data, path)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        return data, path, problems
+    if problems:
+        raise RunRefused(f"cannot resume: no readable checkpoint ({'; '.join(problems)})")
+    return None, None, []
+
+
+def existing_run_files(out_dir: Path) -> list[str]:
+    """The files of a run already in ``out_dir`` (a new run must not start there)."""
+    if not out_dir.is_dir():
+        return []
+    found = [n for n in (CHECKPOINT_NAME, PREVIOUS_NAME, CSV_NAME) if (out_dir / n).exists()]
+    return found + sorted(p.name for p in out_dir.glob("events.out.tfevents.*"))
+
+
+def clean_stale_temps(out_dir: Path) -> list[Path]:
+    """Remove the temporary files interrupted writes left in a run folder: ``.NAME.*.tmp``
+    (``atomic_writer``) and ``NAME.*.tmp`` (older versions). Only called at the start of a
+    run, when nothing else writes there."""
+    stale = set(out_dir.glob(".*.tmp"))
+    for name in (CHECKPOINT_NAME, PREVIOUS_NAME, CSV_NAME):
+        stale |= set(out_dir.glob(f"{name}.*.tmp"))
+    removed = sorted(p for p in stale if p.is_file())
+    for p in removed:
+        p.unlink(missing_ok=True)
+    return removed
+
+
+def check_writable_folder(path: Path, what: str) -> None:
+    """RunRefused unless ``path`` is (or can be created as) a folder we may write in."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RunRefused(f"{what} {str(path)!r} cannot be created: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunRefused(f"{what} {str(path)!r} is not writable ({str(existing)!r} is not)")
+
+
+def check_export_path(export_path: str | None, run_id: str, own_files: list[Path]) -> None:
+    """RunRefused unless ``export_path`` can be written without destroying anything: a new
+    file in a writable folder, or an agent checkpoint an earlier session of this run wrote."""
+    if export_path is None:
+        return
+    path = Path(export_path)
+    if path.resolve() in {f.resolve() for f in own_files}:
+        raise RunRefused(f"--export-path {export_path!r} is one of the run's own files")
+    if path.is_dir():
+        raise RunRefused(f"--export-path {export_path!r} is a folder; give a file name")
+    check_writable_folder(path.parent, "--export-path folder")
+    if not path.exists():
+        return
+    hint = "pass another --export-path or move that file away (nothing was changed)"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnverifiedCheckpointWarning)
+            data = load_checkpoint(path)
+    except ValueError as exc:
+        raise RunRefused(
+            f"--export-path {export_path!r} exists and is not a {CHECKPOINT_FORMAT} checkpoint "
+            f"({exc}); {hint}"
+        ) from exc
+    if data.get("run_id") != run_id:
+        raise RunRefused(
+            f"--export-path {export_path!r} exists and holds another run's checkpoint; {hint}"
+        )
+
+
+def budget_spent(cfg: Config, update: int, elapsed_s: float) -> bool:
+    """The update or wall-clock budget of ``cfg`` is used up at ``update``/``elapsed_s``."""
+    if cfg.total_updates and update >= cfg.total_updates:
+        return True
+    return bool(cfg.total_minutes) and elapsed_s >= cfg.total_minutes * 60
+
+
+def budget_spent_message(cfg: Config, out_dir: Path, update: int, elapsed_s: float) -> str:
+    spent = []
+    if cfg.total_updates and update >= cfg.total_updates:
+        spent.append(f"update {update} of --total-updates {cfg.total_updates}")
+    if cfg.total_minutes and elapsed_s >= cfg.total_minutes * 60:
+        spent.append(f"{elapsed_s / 60:.2f} of --total-minutes {cfg.total_minutes:g}")
+    return (
+        f"run {str(out_dir)!r} has already spent its budget ({' and '.join(spent)}); to "
+        f"train it further, --resume with a larger --total-updates or --total-minutes "
+        f"(nothing was changed)"
+    )
+
+
+def resume_command(cfg: Config) -> str:
+    """The command line that continues this run with the same budget."""
+    args = [
+        "python", "-m", "train.ppo", "--run-dir", cfg.run_dir, "--run-name", cfg.name,
+        "--total-updates", str(cfg.total_updates), "--total-minutes", f"{cfg.total_minutes:g}",
+        "--resume",
+    ]  # fmt: skip
+    return shlex.join(args)
 
 
 CSV_FIELDS = (
@@ -818,13 +1060,20 @@ TB_GROUPS = {
 
 
 def trim_csv(path: Path, update: int) -> None:
-    """Drop the rows of ``path`` newer than ``update`` (a resumed run redoes them); a run
-    starting at update 0 starts the file afresh."""
+    """Drop the rows of ``path`` newer than ``update`` (a resumed run redoes them) and any
+    row torn by a kill mid-append; a run starting at update 0 starts the file afresh."""
     if not path.exists():
         return
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    keep = [r for r in rows if int(r["update"]) <= update] if update else []
+
+    def kept(row: dict[str, str | None]) -> bool:
+        if None in row.values() or None in row:  # too few or too many fields: a torn row
+            return False
+        u = row.get("update") or ""
+        return u.isdigit() and int(u) <= update
+
+    keep = [r for r in rows if kept(r)] if update else []
     if len(keep) != len(rows) or update == 0:
         with atomic_writer(path, "w") as f:
             w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
@@ -856,20 +1105,77 @@ def setup_torch(cfg: Config) -> torch.device:
     return device
 
 
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[list[int]]:
+    """While training, the first Ctrl-C (SIGINT) is only noted in the yielded list: the loop
+    finishes the update in progress (a half-done update cannot be saved consistently), saves
+    a checkpoint and stops. A second Ctrl-C interrupts at once. Signals can only be caught in
+    the main thread; elsewhere Ctrl-C behaves as usual."""
+    hits: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield hits
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        hits.append(signum)
+        if len(hits) > 1:
+            raise KeyboardInterrupt
+        os.write(2, b"\ninterrupted: finishing this update, then saving a checkpoint "
+                 b"(Ctrl-C again to stop at once, without one)\n")  # fmt: skip
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield hits
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class Trainer:
     """One run: model, optimiser, opponent pool, engine and logs; :meth:`train` runs it.
 
-    ``Trainer(cfg)`` resumes from ``runs/NAME/checkpoint.pt`` when ``cfg.resume`` is set and
-    the file exists. Progress counters (``update``, ``global_step``, ``hands``, ``elapsed``
-    seconds, ``last_metrics``) are attributes, for callbacks such as a live plot.
+    ``Trainer(cfg)`` checks everything before it changes anything, and raises
+    :class:`RunRefused` (a ValueError) when the run cannot start as asked: a new run whose
+    folder already holds a run, a ``resume`` whose checkpoints are all unreadable or whose
+    budget is spent, an ``export_path`` that is not this run's. With ``cfg.resume`` it
+    continues from ``runs/NAME/checkpoint.pt`` (or ``checkpoint.prev.pt`` when the newest is
+    unreadable, saying so on stderr). Progress counters (``update``, ``global_step``,
+    ``hands``, ``elapsed`` seconds, ``last_metrics``) are attributes, for callbacks such as
+    a live plot.
     """
 
     def __init__(self, cfg: Config, env_factory: EnvFactory = make_env) -> None:
         cfg.validate()
-        ckpt_path = Path(cfg.run_dir) / cfg.name / "checkpoint.pt"
-        resume = load_checkpoint(ckpt_path) if cfg.resume and ckpt_path.exists() else None
+        out_dir = Path(cfg.run_dir) / cfg.name
+        ckpt_path, prev_path = out_dir / CHECKPOINT_NAME, out_dir / PREVIOUS_NAME
+        check_writable_folder(out_dir, "run folder")
+        resume, resumed_from, problems = None, None, []
+        if cfg.resume:
+            resume, resumed_from, problems = load_resume_checkpoint(out_dir)
+        elif found := existing_run_files(out_dir):
+            raise RunRefused(
+                f"run folder {str(out_dir)!r} already holds a run ({', '.join(found[:3])}); "
+                f"pass --resume to continue it, or another --run-name for a new run "
+                f"(nothing was changed)"
+            )
         if resume is not None:  # the run's own settings win, except the budget knobs
-            cfg = resumed_config(cfg, resume["config"])
+            cfg = self._resumed_settings(cfg, resume, resumed_from, out_dir)
+        run_id = str(resume.get("run_id") or "") if resume is not None else ""
+        self.run_id = run_id or uuid.uuid4().hex
+        """Identifies the run in its checkpoints and exports (an export path may only be
+        overwritten by the run that wrote it)."""
+        check_export_path(cfg.export_path, self.run_id, [ckpt_path, prev_path, out_dir / CSV_NAME])
+        # Every check passed: from here on the run folder is ours to write.
+        if problems:
+            print(
+                f"warning: {'; '.join(problems)}: resuming from the previous checkpoint "
+                f"{str(resumed_from)!r} (update {resume['update'] if resume else 0})",
+                file=sys.stderr,
+            )
+        elif cfg.resume and resume is None:
+            print(
+                f"note: {str(out_dir)!r} has no checkpoint yet: starting at update 0",
+                file=sys.stderr,
+            )
         self.cfg = cfg
         self.env_factory = env_factory
         self.device = setup_torch(cfg)
@@ -885,12 +1191,19 @@ class Trainer:
         self.elapsed = 0.0
         self.last_metrics: dict[str, float] = {}
         self.rollouts: RolloutState | None = None
-        self.out_dir = Path(cfg.run_dir) / cfg.name
-        self.ckpt_path = self.out_dir / "checkpoint.pt"
-        self.csv_path = self.out_dir / "metrics.csv"
-        if resume is not None:
-            self._restore(resume)
+        self.out_dir = out_dir
+        self.ckpt_path = ckpt_path
+        self.prev_path = prev_path
+        self.csv_path = out_dir / CSV_NAME
+        self.resumed_from = resumed_from
+        """The checkpoint this run continued from (None for a run from scratch)."""
+        self._newest_unreadable = resumed_from == prev_path and ckpt_path.exists()
+        if resume is not None and resumed_from is not None:
+            self._restore(resume, resumed_from)
+        self._saved_update = self.update
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in clean_stale_temps(self.out_dir):
+            print(f"note: removed {str(stale)!r}, left by an interrupted write", file=sys.stderr)
         trim_csv(self.csv_path, self.update)
         self.writer: SummaryWriter | None = None
         if cfg.tensorboard:
@@ -899,16 +1212,35 @@ class Trainer:
             self.writer = SummaryWriter(str(self.out_dir), purge_step=self.update + 1)
         self._clock = time.perf_counter()
 
+    @staticmethod
+    def _resumed_settings(
+        cfg: Config, resume: Checkpoint, path: Path | None, out_dir: Path
+    ) -> Config:
+        """The resumed run's config; RunRefused if it is invalid or its budget is spent."""
+        try:
+            merged = resumed_config(cfg, resume["config"])
+        except (TypeError, ValueError) as exc:
+            raise RunRefused(f"checkpoint {str(path)!r} holds invalid settings: {exc}") from exc
+        args = (merged.hidden, merged.layers, merged.central_value, merged.canonical_suits)
+        if make_arch(*args, merged.mask_input) != resume["arch"]:
+            raise RunRefused(f"checkpoint {str(path)!r}: its settings do not match its network")
+        if budget_spent(merged, resume["update"], resume["elapsed_s"]):
+            raise RunRefused(
+                budget_spent_message(merged, out_dir, resume["update"], resume["elapsed_s"])
+            )
+        return merged
+
     def done(self) -> bool:
         """The update or wall-clock budget is spent."""
-        cfg = self.cfg
-        if cfg.total_updates and self.update >= cfg.total_updates:
-            return True
-        return bool(cfg.total_minutes) and self.elapsed >= cfg.total_minutes * 60
+        return budget_spent(self.cfg, self.update, self.elapsed)
 
     def train(self, on_update: Callable[[Trainer], None] | None = None) -> dict[str, float]:
         """Run until the budget is spent; returns the last metrics row. ``on_update(self)``
-        is called after every update (its time counts towards the budget)."""
+        is called after every update (its time counts towards the budget).
+
+        Ctrl-C finishes the update in progress, saves a checkpoint and raises
+        :class:`TrainingInterrupted` (a KeyboardInterrupt) saying how to resume; a second
+        Ctrl-C stops at once (the last regular checkpoint stays)."""
         from tqdm import tqdm
 
         cfg = self.cfg
@@ -919,19 +1251,36 @@ class Trainer:
             unit="upd",
         )
         self._clock = time.perf_counter()
-        while not self.done():
-            self.last_metrics = self.train_one_update()
-            self._log(self.last_metrics)
-            if self.update % cfg.checkpoint_every == 0 or self.done():
-                self.save()
-            bar.update(1)
-            bar.set_postfix(self._postfix())
-            if on_update is not None:
-                on_update(self)
-        bar.close()
+        try:
+            with deferred_interrupt() as interrupts:
+                while not self.done() and not interrupts:
+                    self.last_metrics = self.train_one_update()
+                    self._log(self.last_metrics)
+                    if self.update % cfg.checkpoint_every == 0 or self.done():
+                        self.save()
+                    bar.update(1)
+                    bar.set_postfix(self._postfix())
+                    if on_update is not None:
+                        on_update(self)
+                if interrupts and self._saved_update != self.update:
+                    self.save()
+        finally:
+            bar.close()
+            if self.writer is not None:
+                self.writer.flush()
+        if interrupts:
+            raise TrainingInterrupted(self._interrupted_message())
         if self.writer is not None:
             self.writer.close()
         return self.last_metrics
+
+    def _interrupted_message(self) -> str:
+        if not self.ckpt_path.exists():
+            return f"interrupted at update {self.update}: no checkpoint to save yet"
+        return (
+            f"interrupted: saved checkpoint {str(self.ckpt_path)!r} (update {self.update}); "
+            f"continue with: {resume_command(self.cfg)}"
+        )
 
     def train_one_update(self) -> dict[str, float]:
         """Rollout, PPO update and (every ``eval_every`` updates) evaluation; the metrics."""
@@ -982,47 +1331,82 @@ class Trainer:
         return {k: f"{m[k]:.3g}" for k in shown if k in m} | {"min": f"{self.elapsed / 60:.1f}"}
 
     def save(self) -> None:
-        """Atomic full checkpoint (everything a bit-exact resume needs) and, with
-        ``export_path``, the agent checkpoint (the model alone)."""
+        """Full checkpoint (everything a bit-exact resume needs), written atomically after
+        the current one became ``checkpoint.prev.pt``; and, with ``export_path``, the agent
+        checkpoint (the model alone). Both carry the run id and a fingerprint."""
         info = {
             "update": self.update,
             "global_step": self.global_step,
             "hands": self.hands,
             "elapsed_s": self.elapsed,
             "metrics": {k: float(v) for k, v in self.last_metrics.items()},
+            "run_id": self.run_id,
         }
-        full = model_payload(self.model, asdict(self.cfg), info)
-        full["optimizer"] = self.optimizer.state_dict()
-        full["snapshots"] = self.pool.snapshots
-        full["rng"] = {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state}
-        save_torch(full, self.ckpt_path)
+        training = {
+            "optimizer": self.optimizer.state_dict(),
+            "snapshots": self.pool.snapshots,
+            "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
+        }
+        full = model_payload(self.model, asdict(self.cfg), info | training)
+        rotate: Callable[[], None] | None = None
+        if self.ckpt_path.exists() and self._newest_unreadable:
+            kept = set_aside(self.ckpt_path)  # never rotate it over the good previous one
+            print(f"note: kept the unreadable checkpoint as {str(kept)!r}", file=sys.stderr)
+        elif self.ckpt_path.exists():
+            ckpt, prev = self.ckpt_path, self.prev_path
+            rotate = lambda: keep_previous(ckpt, prev)  # noqa: E731
+        self._newest_unreadable = False
+        save_torch(full, self.ckpt_path, before_replace=rotate)
+        self._saved_update = self.update
         if self.cfg.export_path:
             save_torch(model_payload(self.model, asdict(self.cfg), info), self.cfg.export_path)
 
-    def _restore(self, data: Checkpoint) -> None:
+    def _restore(self, data: Checkpoint, path: Path) -> None:
         """Model, optimiser, snapshot pool, counters and RNG states of a full checkpoint."""
-        self.model.load_state_dict(model_from_checkpoint(data, self.ckpt_path).state_dict())
-        self.optimizer.load_state_dict(data["optimizer"])
-        self.pool.snapshots = list(data["snapshots"])
+        try:
+            self.model.load_state_dict(model_from_checkpoint(data, path).state_dict())
+            self.optimizer.load_state_dict(data["optimizer"])
+            self.pool.snapshots = list(data["snapshots"])
+            torch.set_rng_state(data["rng"]["torch"])
+            self.rng.bit_generator.state = data["rng"]["numpy"]
+        except (KeyError, TypeError, RuntimeError, ValueError) as exc:
+            raise RunRefused(f"checkpoint {str(path)!r} cannot be restored: {exc}") from exc
         self.update = int(data["update"])
         self.global_step = int(data["global_step"])
         self.hands = int(data["hands"])
         self.elapsed = float(data["elapsed_s"])
         self.last_metrics = dict(data.get("metrics", {}))
-        torch.set_rng_state(data["rng"]["torch"])
-        self.rng.bit_generator.state = data["rng"]["numpy"]
 
 
 def main(argv: list[str] | None = None) -> None:
-    """CLI entry: parse the Config with tyro and train."""
+    """CLI entry: parse the Config with tyro, check everything, train. Bad flags and runs
+    that cannot start as asked: one ``error:`` line, exit status 2, nothing changed. Ctrl-C:
+    a final checkpoint, how to resume, exit status 130."""
     import tyro
 
     cfg = tyro.cli(Config, args=argv, description=(__doc__ or "").split("\n\n")[0])
     try:
-        cfg.validate()
+        trainer = Trainer(cfg)
     except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from exc
-    metrics = Trainer(cfg).train()
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print("interrupted while starting the run; nothing was trained", file=sys.stderr)
+        raise SystemExit(130) from None
+    try:
+        metrics = trainer.train()
+    except TrainingInterrupted as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(130) from None
+    except KeyboardInterrupt:
+        last = (
+            f"the last checkpoint is {str(trainer.ckpt_path)!r}; "
+            if trainer.ckpt_path.exists()
+            else ""
+        )
+        print(f"interrupted at once: no final checkpoint; {last}continue with: "
+              f"{resume_command(trainer.cfg)}", file=sys.stderr)  # fmt: skip
+        raise SystemExit(130) from None
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
 
 
