@@ -28,11 +28,11 @@ import numpy as np
 from agents.base import Agent, check_batch
 from agents.double_dummy import WINNERS as _WINNERS
 from agents.double_dummy import Solver
-from butifarra_env.actions import bits_from_mask
+from butifarra_env.actions import TRUMP_BASE, bits_from_mask
 from butifarra_env.cards import BELOW, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
 from butifarra_env.observation import View, pack_bits
 from butifarra_env.rules import NO_SUIT, PHASE_PLAY, TRUMP_UNSET, legal_cards
-from butifarra_env.sampling import HiddenDeal
+from butifarra_env.sampling import HiddenDeal, known_absent
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,10 @@ def choose_card(
     trick = [
         ((view.leader + k) & 3, view.trick[(view.leader + k) & 3]) for k in range(view.n_trick)
     ]
-    hidden = HiddenDeal(view.unseen, (1, 2, 3), view.sizes[1:], view.voids[1:])
+    # What the current trick proves: a seat that let an opponent's card stand holds nothing
+    # that beats it (earlier tricks are not in the observation; their voids are).
+    absent = known_absent([(0, TRUMP_BASE + view.trump), *trick])
+    hidden = HiddenDeal(view.unseen, (1, 2, 3), view.sizes[1:], view.voids[1:], absent[1:])
     in_play = view.unseen | view.hand | sum(1 << c for _, c in trick)
     groups = card_groups(legal, in_play)
     candidates = [g[0] for g in groups]

@@ -1,25 +1,29 @@
 """Deal the cards a player cannot see, consistently with everything that player has seen.
 
-What a seat knows about the hidden hands: which cards are still out (not in its hand, not
-played), how many cards each other seat holds, and the suits each seat has shown it is void
-in (it did not follow). :func:`sample_hidden_hands` deals the cards still out among the
-other three seats uniformly at random among the deals that respect all of that. It is what
-search agents (PIMC, information-set MCTS) and OpenSpiel's resampler need.
+What a seat knows about the hidden hands: which cards are still out, how many cards each
+other seat holds, and the cards each seat is known NOT to hold: a seat that did not follow
+suit holds none of it (a void), and, because beating is compulsory, a seat that let an
+opponent's card stand holds no card that would have beaten it (:func:`known_absent`, from
+the hand's history). :func:`deal_consistent` deals the hidden cards uniformly at random
+among the deals that respect all of that; :class:`HiddenDeal` wraps it for repeated draws
+(search agents: PIMC, information-set MCTS; OpenSpiel's resampler).
 
-Exactly uniform: a uniform deal of the right sizes is drawn and kept only if it respects the
-voids (rejection sampling keeps the distribution uniform over the consistent deals). When
-voids make that slow, :class:`HiddenDeal` counts the consistent deals suit by suit and draws
-each suit's split in proportion, which is uniform too. numpy only.
+Exactly uniform: a uniform deal of the right sizes is tried first and kept only if it
+respects the constraints (rejection keeps the distribution uniform); when that keeps
+failing, :func:`deal_consistent` counts the consistent deals per group of interchangeable
+cards and draws each group's split in proportion, which is uniform too. numpy only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from math import comb
+from collections.abc import Callable, Sequence
+from math import factorial
 
 import numpy as np
 
-from butifarra_env.cards import N_SUITS, SUIT_MASK, cards_of
+from butifarra_env.actions import TRUMP_BASE
+from butifarra_env.cards import N_CARDS, SUIT, SUIT_MASK, cards_of
+from butifarra_env.rules import N_SEATS, TRUMP_UNSET, winners
 
 REJECTION_TRIES = 64
 """Uniform draws tried before switching to the counting sampler."""
@@ -30,7 +34,8 @@ class HiddenDeal:
 
     ``unseen`` is the bitmask of the cards still out; ``seats`` the other seats (any ids);
     ``sizes[i]`` how many cards ``seats[i]`` holds; ``voids[i]`` a 4-bit mask of the suits
-    ``seats[i]`` has shown it lacks. Raises ValueError when no deal fits.
+    ``seats[i]`` has shown it lacks; ``absent[i]`` (optional) more cards it cannot hold.
+    Raises ValueError when no deal fits.
     """
 
     def __init__(
@@ -39,6 +44,7 @@ class HiddenDeal:
         seats: Sequence[int],
         sizes: Sequence[int],
         voids: Sequence[int],
+        absent: Sequence[int] | None = None,
     ) -> None:
         if not len(seats) == len(sizes) == len(voids):
             raise ValueError("seats, sizes and voids must have the same length")
@@ -46,79 +52,39 @@ class HiddenDeal:
             raise ValueError(
                 f"the hidden hands hold {sum(sizes)} cards but {unseen.bit_count()} are unseen"
             )
+        extra = absent if absent is not None else [0] * len(seats)
         self.unseen = unseen
         self.seats = tuple(seats)
         self.sizes = tuple(int(s) for s in sizes)
-        self.voids = tuple(int(v) for v in voids)
-        self.by_suit = [cards_of(unseen & SUIT_MASK[s]) for s in range(N_SUITS)]
-        self.allowed = [
-            tuple(i for i in range(len(seats)) if not (self.voids[i] >> s) & 1)
-            for s in range(N_SUITS)
-        ]
-        self._ways: list[dict[tuple[int, ...], int]] | None = None
-        if any(self.by_suit[s] and not self.allowed[s] for s in range(N_SUITS)):
-            raise ValueError("a suit is still out but every seat has shown a void in it")
+        self.forbidden = tuple(
+            (_suit_cards(v) | a) & unseen for v, a in zip(voids, extra, strict=True)
+        )
+        nowhere = unseen
+        for f in self.forbidden:
+            nowhere &= f
+        if nowhere:
+            raise ValueError(
+                f"cards {cards_of(nowhere)} are still out but every seat is known not to "
+                "hold them (every seat has shown a void in their suit)"
+            )
+        self._counting = False  # set once plain uniform deals kept failing
 
     def sample(self, rng: np.random.Generator) -> dict[int, int]:
         """One uniformly random consistent deal: ``{seat: hand bitmask}``."""
-        if self._ways is None:  # no slow case seen yet: try plain uniform deals first
+        if not self._counting:
             cards = np.array(cards_of(self.unseen), dtype=np.int64)
             bounds = np.cumsum(self.sizes)[:-1]
             for _ in range(REJECTION_TRIES):
                 parts = np.split(rng.permutation(cards), bounds)
-                if all(not self.voids[i] & _suits(part) for i, part in enumerate(parts)):
-                    return {self.seats[i]: _mask(part) for i, part in enumerate(parts)}
+                masks = [_mask(part) for part in parts]
+                if all(not m & f for m, f in zip(masks, self.forbidden, strict=True)):
+                    return dict(zip(self.seats, masks, strict=True))
+            self._counting = True
         return self._sample_counting(rng)
 
-    # --------------------------------------------------------------- the counting sampler
-    def _table(self) -> list[dict[tuple[int, ...], int]]:
-        """``ways[s][capacity]``: consistent deals of suits s.. into seats with that much room
-        left (capacities per seat), counting which cards go where."""
-        if self._ways is not None:
-            return self._ways
-        ways: list[dict[tuple[int, ...], int]] = [{} for _ in range(N_SUITS + 1)]
-        ways[N_SUITS][(0,) * len(self.seats)] = 1
-        for s in range(N_SUITS - 1, -1, -1):
-            for room in _capacities(self.sizes, self._cards_after(s)):
-                total = 0
-                for split in _splits(len(self.by_suit[s]), self.allowed[s], room):
-                    rest = tuple(r - k for r, k in zip(room, split, strict=True))
-                    total += _multinomial(split) * ways[s + 1].get(rest, 0)
-                ways[s][room] = total
-        self._ways = ways
-        return ways
-
-    def _cards_after(self, s: int) -> int:
-        return sum(len(self.by_suit[t]) for t in range(s, N_SUITS))
-
     def _sample_counting(self, rng: np.random.Generator) -> dict[int, int]:
-        ways = self._table()
-        room = self.sizes
-        if ways[0].get(tuple(room), 0) == 0:
-            raise ValueError("no deal of the hidden cards fits the voids and hand sizes")
-        hands = [0] * len(self.seats)
-        for s in range(N_SUITS):
-            options = []
-            weights = []
-            for split in _splits(len(self.by_suit[s]), self.allowed[s], room):
-                rest = tuple(r - k for r, k in zip(room, split, strict=True))
-                w = _multinomial(split) * ways[s + 1].get(rest, 0)
-                if w:
-                    options.append((split, rest))
-                    weights.append(w)
-            total = sum(weights)
-            pick = int(rng.integers(total)) if total < 2**63 else int(rng.random() * total)
-            for (split, rest), w in zip(options, weights, strict=True):
-                if pick < w:
-                    break
-                pick -= w
-            cards = list(rng.permutation(self.by_suit[s]))
-            for i, k in enumerate(split):
-                for c in cards[:k]:
-                    hands[i] |= 1 << int(c)
-                cards = cards[k:]
-            room = rest
-        return {self.seats[i]: hands[i] for i in range(len(self.seats))}
+        hands = deal_consistent(self.unseen, self.sizes, self.forbidden, rng.random)
+        return dict(zip(self.seats, hands, strict=True))
 
 
 def sample_hidden_hands(
@@ -133,10 +99,11 @@ def sample_hidden_hands(
     return HiddenDeal(unseen, seats, sizes, voids).sample(rng)
 
 
-def _suits(cards: np.ndarray) -> int:
+def _suit_cards(voids: int) -> int:
     out = 0
-    for c in cards.tolist():
-        out |= 1 << (c // 12)
+    for s in range(4):
+        if (voids >> s) & 1:
+            out |= SUIT_MASK[s]
     return out
 
 
@@ -147,47 +114,167 @@ def _mask(cards: np.ndarray) -> int:
     return out
 
 
-def _multinomial(split: Sequence[int]) -> int:
-    out, n = 1, 0
-    for k in split:
-        n += k
-        out *= comb(n, k)
+def known_absent(actions: Sequence[tuple[int, int]]) -> list[int]:
+    """For each seat, the cards its plays so far prove it does not hold (bitmasks by seat).
+
+    ``actions`` is a hand's ``(seat, action)`` history (``Game.actions``). Every card play
+    was legal under :func:`butifarra_env.rules.legal_cards`, and that reveals more than the
+    voids: a seat that did not follow suit holds none of the led suit; a seat that let an
+    opponent's card stand holds no card that would have beaten it (of the led suit when it
+    followed, any winner when it did not). A deal of the hidden cards that avoids these sets
+    makes every past play legal again, and every deal that does so avoids them.
+    """
+    absent = [0] * N_SEATS
+    trump = TRUMP_UNSET
+    led = win = win_seat = -1
+    n_in_trick = 0
+    for seat, action in actions:
+        if action >= N_CARDS:
+            if TRUMP_BASE <= action < TRUMP_BASE + 5:  # a suit or butifarra (4)
+                trump = action - TRUMP_BASE
+            continue
+        if n_in_trick == 0:
+            led, win, win_seat = SUIT[action], action, seat
+        else:
+            beaters = winners(trump, win)
+            follows = SUIT[action] == led
+            if not follows:
+                absent[seat] |= SUIT_MASK[led]
+            beats = (beaters >> action) & 1
+            if not beats and (win_seat ^ seat) & 1:  # an opponent's card stands
+                absent[seat] |= beaters & SUIT_MASK[led] if follows else beaters
+            if beats:
+                win, win_seat = action, seat
+        n_in_trick = (n_in_trick + 1) % N_SEATS
+    return absent
+
+
+def deal_consistent(
+    cards: int,
+    sizes: Sequence[int],
+    forbidden: Sequence[int],
+    random: Callable[[], float],
+) -> list[int]:
+    """Deal the ``cards`` (a bitmask) into hands of ``sizes[i]`` cards, hand ``i`` holding no
+    card of ``forbidden[i]``: uniformly at random among all such deals.
+
+    ``random`` returns floats in [0, 1) and is the only source of randomness (OpenSpiel's
+    probability samplers, ``np.random.Generator.random``...), so a seeded source reproduces
+    the deal. Exact: cards allowed in the same set of hands are interchangeable, so the
+    number of completions is counted per group of such cards and each group's split is drawn
+    in proportion to it. Raises ValueError when no deal satisfies the constraints.
+    """
+    n = len(sizes)
+    if len(forbidden) != n or any(s < 0 for s in sizes):
+        raise ValueError("sizes and forbidden must have one entry per hand, sizes >= 0")
+    if sum(sizes) != cards.bit_count():
+        raise ValueError(f"sizes add up to {sum(sizes)}, but there are {cards.bit_count()} cards")
+    allowed = [cards & ~f for f in forbidden]
+    nowhere = cards & ~_union(allowed)
+    if nowhere:
+        raise ValueError(f"cards {cards_of(nowhere)} are forbidden in every hand: no deal")
+    groups: dict[int, list[int]] = {}  # set of hands (bits) -> the cards allowed in exactly those
+    for hands_set in range(1, 1 << n):
+        m = cards
+        for i in range(n):
+            m &= allowed[i] if (hands_set >> i) & 1 else ~allowed[i]
+        if m:
+            groups[hands_set] = cards_of(m)
+    # The group allowed in most hands goes last: its split is then forced by what is left.
+    order = sorted(groups, key=lambda a: (a.bit_count(), a))
+    last = len(order) - 1
+    seats_of = [[i for i in range(n) if (a >> i) & 1] for a in order]
+    counts = [len(groups[a]) for a in order]
+    memo: dict[tuple[int, tuple[int, ...]], int] = {}
+
+    def splits(g: int, caps: tuple[int, ...]) -> list[tuple[tuple[int, ...], int]]:
+        """Each way to share group ``g`` among its hands when the hands still have room
+        ``caps``, weighted by the number of complete deals that follow it."""
+        k, seats = counts[g], seats_of[g]
+        if g == last:  # what is left must be exactly this group's hands' room
+            if any(caps[i] for i in range(n) if i not in seats):
+                return []
+            part = tuple(caps[i] for i in seats)
+            return [(part, _multinomial(k, part))]
+        out = []
+        for part in _compositions(k, [caps[i] for i in seats]):
+            rest = list(caps)
+            for i, a in zip(seats, part, strict=True):
+                rest[i] -= a
+            key = (g + 1, tuple(rest))
+            ways = memo.get(key)
+            if ways is None:
+                ways = memo[key] = sum(w for _, w in splits(g + 1, key[1]))
+            if ways:
+                out.append((part, _multinomial(k, part) * ways))
+        return out
+
+    caps = tuple(int(s) for s in sizes)
+    hands = [0] * n
+    for g in range(len(order)):
+        options = splits(g, caps)
+        if not options:
+            raise ValueError("no deal gives every hand its size without a forbidden card")
+        pick = _below(random, sum(w for _, w in options))
+        chosen = 0
+        while pick >= options[chosen][1]:
+            pick -= options[chosen][1]
+            chosen += 1
+        group = list(groups[order[g]])
+        _shuffle(group, random)
+        rest = list(caps)
+        start = 0
+        for i, a in zip(seats_of[g], options[chosen][0], strict=True):
+            for c in group[start : start + a]:
+                hands[i] |= 1 << c
+            start += a
+            rest[i] -= a
+        caps = tuple(rest)
+    return hands
+
+
+def _union(masks: Sequence[int]) -> int:
+    """The union of bitmasks."""
+    out = 0
+    for m in masks:
+        out |= m
     return out
 
 
-def _splits(n: int, allowed: Sequence[int], room: Sequence[int]) -> list[tuple[int, ...]]:
-    """Ways to give ``n`` cards of one suit to the allowed seats within their room."""
-    seats = len(room)
-    out: list[tuple[int, ...]] = []
+_FACTORIAL = [factorial(i) for i in range(N_CARDS + 1)]
 
-    def rec(i: int, left: int, acc: list[int]) -> None:
-        if i == seats:
-            if left == 0:
-                out.append(tuple(acc))
-            return
-        top = min(left, room[i]) if i in allowed else 0
-        for k in range(top + 1):
-            acc.append(k)
-            rec(i + 1, left - k, acc)
-            acc.pop()
 
-    rec(0, n, [])
+def _multinomial(k: int, part: tuple[int, ...]) -> int:
+    """Ways to split ``k`` distinct cards into hands of the sizes in ``part``."""
+    out = _FACTORIAL[k]
+    for a in part:
+        out //= _FACTORIAL[a]
     return out
 
 
-def _capacities(sizes: Sequence[int], total: int) -> list[tuple[int, ...]]:
-    """Every room vector (room_i <= sizes_i) whose entries sum to ``total``."""
-    out: list[tuple[int, ...]] = []
+def _compositions(k: int, caps: list[int]) -> list[tuple[int, ...]]:
+    """Every way to write ``k`` as ``len(caps)`` parts with part ``i`` at most ``caps[i]``."""
+    if len(caps) == 1:
+        return [(k,)] if k <= caps[0] else []
+    room = sum(caps[1:])
+    return [
+        (a, *rest)
+        for a in range(max(0, k - room), min(k, caps[0]) + 1)
+        for rest in _compositions(k - a, caps[1:])
+    ]
 
-    def rec(i: int, left: int, acc: list[int]) -> None:
-        if i == len(sizes):
-            if left == 0:
-                out.append(tuple(acc))
-            return
-        for k in range(min(left, sizes[i]) + 1):
-            acc.append(k)
-            rec(i + 1, left - k, acc)
-            acc.pop()
 
-    rec(0, total, [])
-    return out
+def _below(random: Callable[[], float], n: int) -> int:
+    """An int uniform in [0, n) from one float of ``random`` (n may exceed 2**53: the float's
+    53 bits then choose among n in proportion, which is all the sampler provides)."""
+    r = float(random())
+    if not 0.0 <= r < 1.0:
+        raise ValueError(f"the random source must return floats in [0, 1), got {r!r}")
+    return min(int(r * n), n - 1)
+
+
+def _shuffle(items: list[int], random: Callable[[], float]) -> None:
+    """Fisher-Yates with ``random`` as the source."""
+    for i in range(len(items) - 1, 0, -1):
+        j = _below(random, i + 1)
+        items[i], items[j] = items[j], items[i]
