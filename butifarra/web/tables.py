@@ -1,0 +1,540 @@
+"""One browser's table: a person at one seat, registry agents at the others.
+
+A :class:`Table` drives :class:`~butifarra_env.game.Game` hands (and a
+:class:`~butifarra_env.rules.Match` to 101 in match mode); the bots act from their own
+observation (:class:`~butifarra_env.observation.Observer`) and the legal-action mask, as in
+terminal play. Nothing here decides what is legal: the engine's ``Game.legal`` does.
+
+What goes to the browser is :meth:`Table.view`: the person's own hand, the public table
+and the person's legal actions, never another seat's cards (the hands are only public once
+every card has been played, i.e. never during a hand).
+
+Deals come from ``(seed, deal number)`` alone (:func:`deal_for`), so the same seed gives the
+same deals to every table, and the agents are reseeded per deal from the same numbers. In
+duplicate mode the chosen bot plays the person's seat on the same deal, against the same
+partner and opponents (fresh agents, same seeds), and the page gets the difference.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agents.base import Agent
+from agents.stats import mean_ci
+from butifarra_env.actions import (
+    BUTIFARRA,
+    DELEGATE,
+    DOUBLE,
+    DOUBLING_NAMES,
+    N_ACTIONS,
+    TRUMP_BASE,
+    mask_from_bits,
+)
+from butifarra_env.cards import N_CARDS, POINTS, SUIT_NAMES, card_long_name, cards_of, sort_key
+from butifarra_env.game import Game
+from butifarra_env.observation import Observer
+from butifarra_env.options import Options
+from butifarra_env.record import append_records, check_record_file, game_record
+from butifarra_env.rules import (
+    N_SEATS,
+    NO_TRUMP,
+    PHASE_NAMES,
+    TRUMP_UNSET,
+    Match,
+    draw_dealer,
+    multiplier,
+    random_deal,
+)
+from butifarra_env.validate import check_int, is_int
+
+MODES = ("hand", "match", "duplicate")
+"""``hand``: independent hands; ``match``: hands to :data:`MATCH_TARGET`; ``duplicate``:
+independent hands, each also played by a bot from the person's seat."""
+MATCH_TARGET = 101
+MAX_SEED = 2**63 - 1
+MAX_DELTAS_SHOWN = 200
+"""The per-deal differences sent to the page (the mean and CI cover all of them)."""
+
+AgentMaker = Callable[[str, int | None], Agent]
+
+
+class Conflict(ValueError):
+    """A well-formed request that does not fit the position (not your turn, illegal card,
+    stale page): HTTP 409."""
+
+
+# --------------------------------------------------------------------------- setup
+@dataclass(frozen=True)
+class TableSetup:
+    """Who sits where and what is played; checked by :func:`parse_setup`."""
+
+    mode: str
+    seat: int
+    partner: str
+    opponents: tuple[str, str]  # (the seat after the person's, the seat before it)
+    bot: str  # duplicate mode: the agent that plays the person's seat on the same deal
+    seed: int
+
+    def bot_specs(self) -> dict[int, str]:
+        """The agent spec of each seat but the person's."""
+        me = self.seat
+        right, partner, left = (me + 1) % 4, (me + 2) % 4, (me + 3) % 4
+        return {right: self.opponents[0], partner: self.partner, left: self.opponents[1]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "seat": self.seat,
+            "partner": self.partner,
+            "opponents": list(self.opponents),
+            "bot": self.bot,
+            "seed": self.seed,
+        }
+
+
+_SETUP_KEYS = {"mode", "seat", "partner", "opponents", "bot", "seed"}
+
+
+def parse_setup(data: object, allowed_agents: Sequence[str], default_seed: int) -> TableSetup:
+    """A :class:`TableSetup` from a request body; ValueError naming the field otherwise.
+
+    Agents are limited to ``allowed_agents`` (the server's list): a browser never names a
+    file to load.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"the game setup must be a JSON object, got {type(data).__name__}")
+    unknown = set(data) - _SETUP_KEYS
+    if unknown:
+        raise ValueError(
+            f"unknown setup field(s) {sorted(unknown)}; allowed: {sorted(_SETUP_KEYS)}"
+        )
+    mode = data.get("mode", "hand")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    seat = check_int("seat", data.get("seat", 0), 0, N_SEATS - 1)
+    default = "rule" if "rule" in allowed_agents else allowed_agents[0]
+
+    def agent(name: str, value: object) -> str:
+        if value not in allowed_agents:
+            raise ValueError(f"{name} must be one of {list(allowed_agents)}, got {value!r}")
+        return str(value)
+
+    partner = agent("partner", data.get("partner", default))
+    opponents = data.get("opponents", [default, default])
+    if not isinstance(opponents, list) or len(opponents) != 2:
+        raise ValueError(f"opponents must be a list of two agents, got {opponents!r:.80}")
+    opp = (agent("opponents[0]", opponents[0]), agent("opponents[1]", opponents[1]))
+    bot = agent("bot", data.get("bot", default))
+    seed = data.get("seed")
+    seed = default_seed if seed is None else check_int("seed", seed, 0, MAX_SEED)
+    return TableSetup(mode, seat, partner, opp, bot, seed)
+
+
+def deal_for(seed: int, deal: int, dealer: int | None = None) -> tuple[int, list[int]]:
+    """Deal number ``deal`` of ``seed``: the dealer (drawn, unless a match fixes it) and the
+    four hands (bitmasks). The dealer is drawn either way, so the cards depend on
+    ``(seed, deal)`` alone."""
+    rng = np.random.default_rng([seed, deal])
+    drawn = draw_dealer(rng, None)
+    dealer = drawn if dealer is None else dealer
+    return dealer, random_deal(rng, dealer)
+
+
+def agent_seed(seed: int, deal: int, seat: int) -> int:
+    """The seed an agent at ``seat`` is reset with for deal ``deal`` (both tables of a
+    duplicate deal use the same one)."""
+    return int(np.random.SeedSequence([seed, deal, seat, 1]).generate_state(1)[0])
+
+
+class AgentPool:
+    """Agents by spec, each built once (a PPO checkpoint loads in seconds) and handed out as
+    copies: every table gets agents of its own, reseeded per deal before they act."""
+
+    def __init__(self, specs: Sequence[str], make: AgentMaker) -> None:
+        self.make = make
+        self.prototypes = {spec: make(spec, 0) for spec in specs}  # ValueError: unusable spec
+
+    def __call__(self, spec: str, seed: int | None) -> Agent:
+        prototype = self.prototypes.get(spec)
+        if prototype is None:
+            raise ValueError(f"agent {spec!r} is not offered; offered: {list(self.prototypes)}")
+        try:
+            agent = copy.deepcopy(prototype)
+        except Exception:  # an agent that cannot be copied is built afresh
+            return self.make(spec, seed)
+        agent.reset(seed)
+        return agent
+
+
+# --------------------------------------------------------------------------- records
+class RecordLog:
+    """The server's JSON Lines file of hands: checked at start, only ever appended to."""
+
+    def __init__(self, path: str) -> None:
+        self.path = check_record_file(path)
+        self.lock = threading.Lock()
+        self.written = 0
+
+    def append(self, records: Sequence[dict[str, Any]]) -> None:
+        with self.lock:
+            self.written += append_records(self.path, records)
+
+
+# --------------------------------------------------------------------------- text
+def action_text(game: Game, action: int) -> str:
+    """What a move was, for the page's log (``game`` already stepped)."""
+    if action < N_CARDS:
+        return card_long_name(action)
+    if action == DELEGATE:
+        return "delegates to the partner"
+    if action == BUTIFARRA:
+        return f"butifarra! (no trump, x{game.multiplier})"
+    if TRUMP_BASE <= action < BUTIFARRA:
+        return f"trump {SUIT_NAMES[action - TRUMP_BASE]}"
+    if action == DOUBLE:
+        return f"{DOUBLING_NAMES[game.level]}! (x{game.multiplier})"
+    return "passes (bé)"
+
+
+def public_state(game: Game) -> dict[str, Any]:
+    """Everything about ``game`` that every seat may see (no hands)."""
+    trick = [c if c >= 0 else None for c in game.trick_cards]
+    return {
+        "phase": PHASE_NAMES[game.phase],
+        "to_move": game.to_move,
+        "dealer": game.dealer,
+        "trump": None if game.trump == TRUMP_UNSET else game.trump,
+        "chooser": game.chooser if game.chooser >= 0 else None,
+        "delegated": game.delegated,
+        "level": game.level,
+        "level_name": DOUBLING_NAMES[game.level] if game.level else None,
+        "multiplier": game.multiplier if game.trump != TRUMP_UNSET else None,
+        "team_points": list(game.team_points),
+        "team_tricks": list(game.team_tricks),
+        "counts": [bin(h).count("1") for h in game.hands],
+        "trick": trick,
+        "trick_leader": game.trick_leader if game.trick_leader >= 0 else None,
+        "n_actions": len(game.actions),
+    }
+
+
+def _trick_summary(trick: tuple[int, tuple[int, ...], int]) -> dict[str, Any]:
+    leader, cards, winner = trick
+    return {
+        "leader": leader,
+        "cards": list(cards),
+        "winner": winner,
+        "points": sum(POINTS[c] for c in cards) + 1,
+    }
+
+
+# --------------------------------------------------------------------------- hands
+class _Hand:
+    """One hand being played: the game, the bots' observer and each decision's probs."""
+
+    def __init__(self, game: Game, agents: dict[int, Agent]) -> None:
+        self.game = game
+        self.agents = agents  # seat -> agent; the person's seat is absent
+        self.observer = Observer()
+        self.observer.reset(game)
+        self.probs: list[dict[str, float] | None] = []
+        self.booked = False  # the finished hand has been scored and saved
+
+    def step(self, action: int) -> None:
+        seat = self.game.to_move
+        self.game.step(action)
+        self.observer.update(self.game, seat, action)
+
+    def bot_move(self) -> int:
+        """The seat to move is a bot: ask it (from its observation and mask) and play it."""
+        game = self.game
+        seat = game.to_move
+        agent = self.agents[seat]
+        obs = self.observer.observe(seat)
+        mask = mask_from_bits(game.legal)
+        probs = _probs_entry(agent, obs, mask)
+        action = int(agent.act(obs, mask))
+        if not (0 <= action < N_ACTIONS and (game.legal >> action) & 1):
+            raise RuntimeError(
+                f"agent {agent.name!r} chose an illegal action: {game.illegal_message(action)}"
+            )
+        self.step(action)
+        self.probs.append(probs)  # only once the move is made: probs stay aligned with actions
+        return action
+
+    def record(self, extra: dict[str, Any]) -> dict[str, Any]:
+        record = game_record(self.game)
+        record.update(extra)
+        if any(p is not None for p in self.probs):
+            record["probs"] = list(self.probs)
+        return record
+
+
+def _probs_entry(agent: Agent, obs: np.ndarray, mask: np.ndarray) -> dict[str, float] | None:
+    """The agent's probabilities over the legal actions, when it has a policy to give
+    (``action_probs_batch``, which draws nothing: asking never changes the play)."""
+    method = getattr(agent, "action_probs_batch", None)
+    if method is None:
+        return None
+    try:
+        probs = method(obs[None], mask[None])
+    except Exception:  # a probability display is never worth losing the hand over
+        return None
+    if probs is None:
+        return None
+    row = np.asarray(probs, dtype=np.float64).reshape(-1)
+    if row.shape != (N_ACTIONS,) or not np.isfinite(row).all():
+        return None
+    return {str(a): round(float(row[a]), 6) for a in np.flatnonzero(mask).tolist()}
+
+
+# --------------------------------------------------------------------------- table
+class Table:
+    """A person's table: hands one after another, with the view and moves the page uses.
+
+    Not thread-safe by itself: the server holds :attr:`lock` around every call.
+    """
+
+    def __init__(
+        self,
+        setup: TableSetup,
+        make_agent: AgentMaker,
+        records: RecordLog | None = None,
+        table_id: str | None = None,
+    ) -> None:
+        self.setup = setup
+        self.records = records
+        self.table_id = table_id or secrets.token_hex(6)
+        """A public label written in the records (not the browser's secret id)."""
+        self.lock = threading.Lock()
+        self.last_used = time.monotonic()
+        specs = setup.bot_specs()
+        self.agents = {s: make_agent(spec, setup.seed + s) for s, spec in specs.items()}
+        self.players = ["human" if s == setup.seat else specs[s] for s in range(N_SEATS)]
+        self.shadow_agents: dict[int, Agent] = {}
+        if setup.mode == "duplicate":
+            shadow = {**specs, setup.seat: setup.bot}
+            self.shadow_agents = {s: make_agent(sp, setup.seed + s) for s, sp in shadow.items()}
+        target = MATCH_TARGET if setup.mode == "match" else None
+        self.options = Options(target_score=target)
+        self.deal = -1
+        self.match: Match | None = None
+        self.deltas: list[int] = []
+        self.last_duplicate: dict[str, Any] | None = None
+        self.saved = 0
+        self.log: list[dict[str, Any]] = []
+        self.hand = self._new_hand()
+        self.opening = self.advance()
+        """The bots' moves before the person's first turn, for the page to show."""
+
+    # ------------------------------------------------------------ hands
+    def _new_hand(self) -> _Hand:
+        self.deal += 1
+        dealer, hands = deal_for(self.setup.seed, self.deal)
+        hand_number, match_scores = 0, (0, 0)
+        if self.setup.mode == "match":
+            if self.match is None or self.match.winner is not None:
+                self.match = Match(MATCH_TARGET, dealer)
+            dealer, hands = deal_for(self.setup.seed, self.deal, self.match.dealer)
+            hand_number, match_scores = self.match.hand_number, self.match.scores
+        game = Game(self.options, dealer, hands, hand_number, match_scores)
+        for s, agent in self.agents.items():
+            agent.reset(agent_seed(self.setup.seed, self.deal, s))
+        self.log = []
+        return _Hand(game, dict(self.agents))
+
+    def advance(self) -> list[dict[str, Any]]:
+        """Let the bots move until it is the person's turn or the hand is over; the moves,
+        each with the public state after it, for the page to show one by one."""
+        events = []
+        game = self.hand.game
+        while not game.is_over and game.to_move != self.setup.seat:
+            seat = game.to_move
+            action = self.hand.bot_move()
+            events.append(self._event(seat, action))
+        if game.is_over and not self.hand.booked:
+            self._finish_hand()
+        return events
+
+    def _event(self, seat: int, action: int) -> dict[str, Any]:
+        game = self.hand.game
+        event: dict[str, Any] = {
+            "seat": seat,
+            "action": action,
+            "text": action_text(game, action),
+            "state": public_state(game),
+            "trick_done": None,
+        }
+        if action < N_CARDS and game.cards_in_trick == 0:  # this card closed a trick
+            done = _trick_summary(game.tricks[-1])
+            event["trick_done"] = done
+            event["state"]["trick"] = done["cards"]  # keep the four cards on the table
+            event["state"]["trick_leader"] = done["leader"]
+        self.log.append({"seat": seat, "action": action, "text": event["text"]})
+        return event
+
+    def _finish_hand(self) -> None:
+        """Book the finished hand: the match score, the duplicate bot's hand, the records."""
+        hand = self.hand
+        hand.booked = True
+        game = hand.game
+        scores = game.scores or (0, 0)
+        setup = self.setup
+        extra = {
+            "players": list(self.players),
+            "seed": setup.seed,
+            "deal": self.deal,
+            "source": "web",
+            "mode": setup.mode,
+            "table": self.table_id,
+            "human_seat": setup.seat,
+        }
+        records = [hand.record(extra)]
+        if self.match is not None:
+            self.match.add_hand(scores)
+        if setup.mode == "duplicate":
+            shadow = self._play_shadow(game)
+            me = setup.seat
+            human, bot = (game.rewards or (0,) * 4)[me], (shadow.game.rewards or (0,) * 4)[me]
+            self.deltas.append(human - bot)
+            self.last_duplicate = {
+                "deal": self.deal,
+                "human": human,
+                "bot": bot,
+                "delta": human - bot,
+                "bot_result": shadow.game.result(),
+            }
+            players = list(self.players)
+            players[me] = setup.bot
+            records.append(
+                shadow.record({**extra, "players": players, "human_seat": None, "role": "bot"})
+            )
+            records[0]["role"] = "human"
+        if self.records is not None:
+            self.records.append(records)
+            self.saved += len(records)
+
+    def _play_shadow(self, game: Game) -> _Hand:
+        """The same deal, the bot in the person's seat, everyone else as before."""
+        twin = Game(self.options, game.dealer, list(game.initial_hands))
+        for s, agent in self.shadow_agents.items():
+            agent.reset(agent_seed(self.setup.seed, self.deal, s))
+        shadow = _Hand(twin, dict(self.shadow_agents))
+        while not twin.is_over:
+            shadow.bot_move()
+        return shadow
+
+    # ------------------------------------------------------------ requests
+    def act(self, action: object, at: object) -> dict[str, Any]:
+        """The person's move. ``at`` is the number of moves the page has seen in this hand
+        (a stale page or a double click is refused rather than played twice)."""
+        if not is_int(action) or not 0 <= action < N_ACTIONS:  # type: ignore[operator]
+            raise ValueError(
+                f"action must be an int action id 0-{N_ACTIONS - 1}, got {action!r:.40}"
+            )
+        if at is not None and not is_int(at):
+            raise ValueError(f"at must be an int (the moves seen so far), got {at!r:.40}")
+        game = self.hand.game
+        if at is not None and at != len(game.actions):
+            raise Conflict(
+                f"the page is out of date: it saw {at} moves, the hand has {len(game.actions)}; "
+                "reload to continue"
+            )
+        if game.is_over:
+            raise Conflict("the hand is over; ask for the next hand")
+        if game.to_move != self.setup.seat:
+            raise Conflict(f"it is seat {game.to_move}'s turn, not yours")
+        if not (game.legal >> int(action)) & 1:  # type: ignore[call-overload]
+            raise Conflict(game.illegal_message(action))
+        seat = game.to_move
+        self.hand.step(int(action))  # type: ignore[call-overload]
+        self.hand.probs.append(None)  # the person gives no probabilities
+        events = [self._event(seat, int(action))]  # type: ignore[call-overload]
+        events += self.advance()
+        return {"events": events, "view": self.view()}
+
+    def next_hand(self) -> dict[str, Any]:
+        """Deal the next hand (a new match after a finished one)."""
+        if not self.hand.game.is_over:
+            raise Conflict("the hand is still being played")
+        self.hand = self._new_hand()
+        events = self.advance()
+        return {"events": events, "view": self.view()}
+
+    def view(self) -> dict[str, Any]:
+        """What the person may see now (their hand, the public table, their legal moves)."""
+        game = self.hand.game
+        me = self.setup.seat
+        view = public_state(game)
+        my_turn = game.to_move == me and not game.is_over
+        view.update(
+            {
+                "setup": self.setup.to_dict(),
+                "players": list(self.players),
+                "deal": self.deal,
+                "hand_number": game.hand_number,
+                "match_scores": list(game.match_scores),
+                "target": self.options.target_score,
+                "hand": sorted(cards_of(game.hands[me]), key=sort_key),
+                "legal": game.legal_actions() if my_turn else [],
+                "next_double": (
+                    DOUBLING_NAMES[game.level + 1] if game.level + 1 < len(DOUBLING_NAMES) else None
+                ),
+                "butifarra_multiplier": multiplier(NO_TRUMP, 0, game.options.butifarra_base),
+                "tricks": [_trick_summary(t) for t in game.tricks],
+                "log": self.log[-80:],
+                "over": game.is_over,
+                "result": game.result(),
+                "saved": self.saved,
+                "duplicate": self._duplicate_view(),
+                "match": self._match_view(),
+            }
+        )
+        return view
+
+    def _match_view(self) -> dict[str, Any] | None:
+        if self.match is None:
+            return None
+        return {
+            "scores": list(self.match.scores),
+            "target": MATCH_TARGET,
+            "winner": self.match.winner,
+        }
+
+    def _duplicate_view(self) -> dict[str, Any] | None:
+        if self.setup.mode != "duplicate":
+            return None
+        mean, lo, hi = mean_ci(np.asarray(self.deltas, dtype=np.float64))
+        return {
+            "bot": self.setup.bot,
+            "n": len(self.deltas),
+            "deltas": self.deltas[-MAX_DELTAS_SHOWN:],
+            "mean": None if np.isnan(mean) else round(mean, 3),
+            "lo": None if np.isnan(lo) else round(lo, 3),
+            "hi": None if np.isnan(hi) else round(hi, 3),
+            "last": self.last_duplicate,
+        }
+
+
+__all__ = [
+    "MATCH_TARGET",
+    "MODES",
+    "AgentPool",
+    "Conflict",
+    "RecordLog",
+    "Table",
+    "TableSetup",
+    "action_text",
+    "agent_seed",
+    "deal_for",
+    "parse_setup",
+    "public_state",
+]
