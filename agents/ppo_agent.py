@@ -3,7 +3,9 @@
 The network and its checkpoint format are :mod:`agents.ppo_net` (``train/ppo.py`` trains
 them; nothing here imports the training code). A checkpoint holds only tensors and plain
 containers (state_dict, arch dict, config dict), so it loads with
-``torch.load(..., weights_only=True)``: no pickled code runs on load.
+``torch.load(..., weights_only=True)``: no pickled code runs on load. It is verified before
+the network is built (:func:`~agents.ppo_net.load_checkpoint`: weight shapes against the
+architecture, finite weights, fingerprint); a file that fails is a ValueError naming it.
 """
 
 from __future__ import annotations

@@ -173,6 +173,16 @@ def test_per_seat_gae_hand_computed() -> None:
         ("device", "tpu"),
         ("total_updates", -3),
         ("hidden", 2.5),
+        ("hidden", 5000),
+        ("layers", 17),
+        ("seed", -1),
+        ("eval_seed", -1),
+        ("total_minutes", float("inf")),
+        ("opp_random", float("inf")),
+        ("run_name", "a/b"),
+        ("run_name", ".."),
+        ("exp_name", ""),
+        ("device", "cuda:x"),
     ],
 )
 def test_config_validation(field: str, value: object) -> None:
@@ -273,6 +283,50 @@ def test_shipped_checkpoint_loads_as_plain_tensors() -> None:
     data = torch.load(SHIPPED, map_location="cpu", weights_only=True)
     # the input scaling the policy was trained with is what the observation module gives now
     assert torch.equal(data["model"]["obs_scale"], ActorCritic().obs_scale)
+
+
+def test_shipped_checkpoint_is_fingerprinted_and_version_1_still_loads(tmp_path: Path) -> None:
+    """The shipped file is the current version and verifies without a warning; the same
+    weights in a version-1 file (no fingerprint) load, with a warning, and act the same."""
+    import warnings
+
+    from agents.ppo_agent import PPOAgent
+    from agents.ppo_net import CHECKPOINT_VERSION, UnverifiedCheckpointWarning, fingerprint
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = load_checkpoint(SHIPPED)
+        shipped = PPOAgent(SHIPPED)
+    assert data["version"] == CHECKPOINT_VERSION == 2
+    assert data["fingerprint"] == fingerprint(data)
+    old = {k: v for k, v in torch.load(SHIPPED, weights_only=True).items() if k != "fingerprint"}
+    old["version"] = 1
+    torch.save(old, tmp_path / "v1.pt")
+    with pytest.warns(UnverifiedCheckpointWarning, match="v1.pt.*cannot be detected"):
+        v1 = PPOAgent(tmp_path / "v1.pt")
+    rng = np.random.default_rng(8)
+    obs = rng.integers(0, 2, (512, 491)).astype(np.uint8)
+    masks = random_masks(rng, 512).astype(np.int8)
+    np.testing.assert_array_equal(v1.act_batch(obs, masks), shipped.act_batch(obs, masks))
+    old["version"] = 3
+    torch.save(old, tmp_path / "v3.pt")
+    with pytest.raises(ValueError, match="v3.pt.*version 3"):
+        load_checkpoint(tmp_path / "v3.pt")
+
+
+@pytest.mark.parametrize(
+    "hidden,layers,central,canonical,mask_input",
+    [(16, 1, False, True, True), (8, 3, True, False, False), (256, 2, True, True, True)],
+)
+def test_state_shapes_are_the_model_state_dict(
+    hidden: int, layers: int, central: bool, canonical: bool, mask_input: bool
+) -> None:
+    """What load_checkpoint checks a file against (computed without building a model) is
+    exactly the state_dict of the model that would be built."""
+    from agents.ppo_net import state_shapes
+
+    model = ActorCritic(hidden, layers, central, canonical, mask_input)
+    assert state_shapes(model.arch) == {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
 def test_shipped_checkpoint_clearly_beats_random() -> None:

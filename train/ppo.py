@@ -829,8 +829,8 @@ PREVIOUS_NAME = "checkpoint.prev.pt"
 """The one before it: what ``--resume`` falls back to when the newest is unreadable."""
 CSV_NAME = "metrics.csv"
 SAVE_DELAY_ENV = "BUTIFARRA_PPO_SAVE_DELAY"
-"""Fault-injection hook for tests: seconds to pause half-way through writing a checkpoint
-(so that a test can kill the process mid-write). Unset in normal use."""
+"""Fault-injection hook for tests: seconds to pause half-way through writing each checkpoint
+file (so that a test can kill the process mid-write). Unset in normal use."""
 
 
 class RunRefused(ValueError):
@@ -955,8 +955,8 @@ def existing_run_files(out_dir: Path) -> list[str]:
     """The files of a run already in ``out_dir`` (a new run must not start there)."""
     if not out_dir.is_dir():
         return []
-    found = [n for n in (CHECKPOINT_NAME, PREVIOUS_NAME, CSV_NAME) if (out_dir / n).exists()]
-    return found + sorted(p.name for p in out_dir.glob("events.out.tfevents.*"))
+    prefixes = ("checkpoint", CSV_NAME, "events.out.tfevents.")
+    return sorted(p.name for p in out_dir.iterdir() if p.name.startswith(prefixes))
 
 
 def clean_stale_temps(out_dir: Path) -> list[Path]:
@@ -1033,13 +1033,16 @@ def budget_spent_message(cfg: Config, out_dir: Path, update: int, elapsed_s: flo
 
 
 def resume_command(cfg: Config) -> str:
-    """The command line that continues this run with the same budget."""
+    """The command line that continues this run with the same budget, threads and export."""
     args = [
         "python", "-m", "train.ppo", "--run-dir", cfg.run_dir, "--run-name", cfg.name,
         "--total-updates", str(cfg.total_updates), "--total-minutes", f"{cfg.total_minutes:g}",
-        "--resume",
     ]  # fmt: skip
-    return shlex.join(args)
+    if cfg.torch_threads:
+        args += ["--torch-threads", str(cfg.torch_threads)]
+    if cfg.export_path:
+        args += ["--export-path", cfg.export_path]
+    return shlex.join(args + ["--resume"])
 
 
 CSV_FIELDS = (
