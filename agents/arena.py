@@ -216,14 +216,25 @@ def _probs_entries(
     for each when the agent has no :meth:`~agents.base.Agent.action_probs_batch` (or
     returns None from it)."""
     method = getattr(agent, "action_probs_batch", None)
-    probs = None if method is None else method(obs, masks)
+    try:
+        probs = None if method is None else method(obs, masks)
+    except Exception as e:
+        raise AgentError(
+            f"agent {agent.name!r} action_probs_batch raised {type(e).__name__}: {e}; the "
+            f"first decision was {_decision(group[0])}"
+        ) from e
     if probs is None:
         return [None] * len(group)
     probs = np.asarray(probs, dtype=np.float64)
-    if probs.shape != masks.shape or not np.isfinite(probs).all() or (probs < 0).any():
+    if (
+        probs.shape != masks.shape
+        or not np.isfinite(probs).all()
+        or (probs < 0).any()
+        or (probs > 1 + 1e-6).any()
+    ):
         raise AgentError(
             f"agent {agent.name!r} action_probs_batch returned {probs.shape} values that are not "
-            f"finite probabilities >= 0 of shape {masks.shape}; the first decision was "
+            f"probabilities 0-1 of shape {masks.shape}; the first decision was "
             f"{_decision(group[0])}"
         )
     return [

@@ -87,5 +87,14 @@ class PPOAgent(Agent):
             actions = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
         return actions.cpu().numpy().astype(np.int64)
 
+    @torch.no_grad()
+    def action_probs_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        """Softmax of the masked logits (0 on illegal actions), for game records; draws nothing."""
+        obs, masks = check_batch(observations, action_masks)
+        o = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.uint8)).to(self.device)
+        m = torch.from_numpy(np.ascontiguousarray(masks != 0)).to(self.device)
+        probs = torch.softmax(masked_logits(self.model.logits(o, m), m), -1)
+        return probs.cpu().numpy().astype(np.float64)
+
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
         return int(self.act_batch(np.asarray(observation)[None], np.asarray(action_mask)[None])[0])

@@ -53,7 +53,11 @@ def _make_ppo(argument: str | None, seed: int | None) -> Agent:
     if seed is not None and seed >= TORCH_SEED_LIMIT:
         raise ValueError(f"seed for the PPO agent must be below 2**64, got {_shown(seed)}")
     path = Path(argument) if argument else DEFAULT_PPO_CHECKPOINT
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as e:  # a name the system refuses (too long, ...)
+        raise ValueError(f"PPO checkpoint {_shown(str(path))}: {e.strerror}") from None
+    if not found:
         raise ValueError(f"PPO checkpoint not found: {_shown(str(path))} (use ppo:PATH/TO/CKPT.pt)")
     try:
         from agents.ppo_agent import PPOAgent  # torch: imported only when asked for
@@ -72,10 +76,29 @@ def _no_argument(name: str, argument: str | None) -> None:
         raise ValueError(f"agent {name!r} takes no argument, got {_shown(f'{name}:{argument}')}")
 
 
+def _make_search(argument: str | None, seed: int | None) -> Agent:
+    """``search`` or ``search:samples=32,budget=0.2,endgame=4,bidding=rule``."""
+    from agents.search_agent import SearchAgent, SearchConfig
+
+    config = SearchConfig.parse(argument)
+    spec = config.bidding
+    if spec == "auto":
+        try:
+            bidding = make_agent("ppo", seed)
+        except ValueError:  # no torch or no checkpoint: the rule-based player bids
+            bidding = make_agent("rule", seed)
+    elif spec.split(":", 1)[0] == "search":
+        raise ValueError("search agent: bidding must be another agent, not search")
+    else:
+        bidding = make_agent(spec, seed)
+    return SearchAgent(config, bidding=bidding, seed=seed)
+
+
 AGENT_FACTORIES: dict[str, AgentFactory] = {
     "random": _make_random,
     "rule": _make_rule,
     "ppo": _make_ppo,
+    "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""
 
@@ -116,6 +139,8 @@ def make_agent(spec: str, seed: int | None = None) -> Agent:
 
 def _shown(value: object, limit: int = 60) -> str:
     """``repr(value)``, cut short: a message stays one readable line whatever was typed."""
+    if isinstance(value, str) and len(value) > limit:
+        return repr(value[: limit - 3] + "...")
     try:
         text = repr(value)
     except ValueError:  # an int too long to print (Python's 4300-digit limit)

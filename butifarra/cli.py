@@ -20,10 +20,11 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from agents.base import Agent
 from agents.registry import agent_names, make_agent
+from butifarra.web.serve import add_serve_parser
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -55,6 +56,15 @@ class ArgumentParser(argparse.ArgumentParser):
         if len(message) > 300:
             message = message[:297] + "..."
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # Python 3.11's argparse drops an explicit '--' value ('--seed=--') and hands the
+        # program an unchecked [] instead; here it is a value like any other (as in 3.12+).
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
 
 
 def shown(text: str, limit: int = 40) -> str:
@@ -129,7 +139,7 @@ def check_records_file(path: str, argument: str) -> None:
         raise CLIError(f"argument {argument}: {reason}") from None
 
 
-def write_new_files(files: list[tuple[Path, str]]) -> list[Path]:
+def write_new_files(files: list[tuple[str, str]]) -> list[str]:
     """Write each (path, text) as a new file, atomically and never over an existing one.
     When one cannot be written after all (disk full, the folder gone since the check), its
     text goes to a new file beside it, in the current folder or the temp folder, and the
@@ -153,7 +163,7 @@ def write_new_files(files: list[tuple[Path, str]]) -> list[Path]:
                 )
                 continue
             print(f"could not write {path} ({e}); wrote {kept} instead", file=sys.stderr)
-            path = kept
+            path = str(kept)
         written.append(path)
     return written
 
@@ -165,7 +175,7 @@ def add_arena_parser(sub: argparse._SubParsersAction) -> None:
         help="compare agents over duplicate deals",
         description=(
             "Duplicate-deal arena: every deal is played twice with the teams' seats swapped. "
-            "Two agents: mean points per hand with a 95%% CI. Three or more: a round robin "
+            "Two agents: mean points per hand with a 95% CI. Three or more: a round robin "
             f"with OpenSkill ratings. Agents: {', '.join(agent_names())} "
             "(ppo:PATH for a checkpoint)."
         ),
@@ -210,13 +220,13 @@ def add_arena_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_arena)
 
 
-def out_paths(prefix: str) -> tuple[Path, Path]:
+def out_paths(prefix: str) -> tuple[str, str]:
     """``--out PREFIX`` as the two files it names: ``PREFIX.json`` and ``PREFIX.csv``."""
     if not prefix.strip() or prefix.endswith(("/", os.sep)) or "\0" in prefix:
         raise CLIError(
             f"argument --out: expected a file prefix such as results/rr, got {shown(prefix)}"
         )
-    return Path(prefix + ".json"), Path(prefix + ".csv")
+    return prefix + ".json", prefix + ".csv"
 
 
 def run_arena(args: argparse.Namespace) -> int:
@@ -229,13 +239,13 @@ def run_arena(args: argparse.Namespace) -> int:
     # every check before any work, and those that may create a folder (--records) last
     outputs = out_paths(args.out) if args.out is not None else ()
     for path in outputs:
-        check_new_file(path, "--out", "prefix")
+        check_new_file(Path(path), "--out", "prefix")
     if args.records is not None:
-        if any(Path(args.records).absolute() == p.absolute() for p in outputs):
+        if any(Path(args.records).absolute() == Path(p).absolute() for p in outputs):
             raise CLIError("argument --records: the records file must not be an --out file")
         if "\0" in args.records or not args.records.strip():
             raise CLIError(f"argument --records: not a file name: {shown(args.records)}")
-    agents = {}
+    agents: dict[str, Agent | str] = {}
     for spec in args.agents:
         name = spec
         k = 2
@@ -285,12 +295,13 @@ def run_arena(args: argparse.Namespace) -> int:
         raise CLIError(str(e)) from None
     except AgentError as e:
         raise CLIError(str(e), EXIT_FAILED) from None
-    except OSError as e:  # the records file failed mid-run (disk full, removed)
-        raise CLIError(f"argument --records: could not append: {e}", EXIT_FAILED) from None
+    except OSError as e:  # the records file failed mid-run (disk full, removed), or the system
+        where = "argument --records: could not append" if args.records else "could not run"
+        raise CLIError(f"{where}: {e}", EXIT_FAILED) from None
     if files:
         written = write_new_files(files)
         if written:
-            print(f"wrote {' and '.join(str(p) for p in written)}")
+            print(f"wrote {' and '.join(written)}")
     if args.records is not None:
         print(f"game records appended to {args.records}")
     return 0
@@ -380,13 +391,15 @@ def run_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
-        prog="butifarra", description="Butifarra RL environment: demo, arena and terminal play."
+        prog="butifarra",
+        description="Butifarra RL environment: demo, arena, terminal play and the browser table.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     add_arena_parser(sub)
     add_play_parser(sub)
     add_demo_parser(sub)
+    add_serve_parser(sub)
     return parser
 
 

@@ -24,7 +24,10 @@ OBS_FORMATS = ("uint8", "float32")
 
 
 def _describe(value: object) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # e.g. an int too long to print (over 4,300 digits)
+        text = f"<{type(value).__name__} too large to show>"
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({type(value).__name__})"

@@ -227,6 +227,41 @@ def test_random_agent_is_legal_seeded_and_uniform() -> None:
         RandomAgent(0).act(obs[0], np.zeros(N_ACTIONS, dtype=np.int8))
 
 
+@pytest.mark.parametrize("spec", ["random", "rule", "ppo"])
+@pytest.mark.parametrize("seed", [-1, True, False, 1.0, "3", np.float64(2.0), [1]])
+def test_make_agent_refuses_a_seed_that_is_not_an_int_naming_it(spec: str, seed: object) -> None:
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0 or None, got "):
+        make_agent(spec, seed=seed)  # type: ignore[arg-type]
+
+
+def test_numpy_seeds_are_accepted_and_torch_limits_are_said_up_front() -> None:
+    assert isinstance(make_agent("random", seed=np.int64(3)), RandomAgent)
+    with pytest.raises(ValueError, match=r"seed for the PPO agent must be below 2\*\*64"):
+        make_agent("ppo", seed=2**64)
+    with pytest.raises(ValueError, match=r"agent spec must be a non-empty string, got 5"):
+        make_agent(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"unknown agent 'xxxxx.*\.\.\.'; allowed"):
+        make_agent("x" * 5000)
+
+
+def test_random_agent_refuses_bad_seeds_and_says_its_probabilities() -> None:
+    for seed in (-1, True, 2.0):
+        with pytest.raises(ValueError, match="seed must be an int >= 0 or None"):
+            RandomAgent(seed)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="seed must be an int >= 0 or None"):
+            RandomAgent(0).reset(seed)  # type: ignore[arg-type]
+    obs, masks = random_positions(3, seed=4)
+    agent = RandomAgent(5)
+    probs = agent.action_probs_batch(obs, masks)
+    legal = masks != 0
+    assert probs.shape == masks.shape and np.allclose(probs.sum(axis=1), 1.0)
+    assert np.all(probs[~legal] == 0)
+    assert np.allclose(probs[legal], np.repeat(1 / legal.sum(axis=1), legal.sum(axis=1)))
+    # asking for the probabilities draws nothing: the next actions are those of a twin
+    assert np.array_equal(agent.act_batch(obs, masks), RandomAgent(5).act_batch(obs, masks))
+    assert FirstLegal().action_probs_batch(obs, masks) is None  # the default: no distribution
+
+
 # --------------------------------------------------------------------------- reading
 def test_read_view_agrees_with_decode() -> None:
     obs, _ = random_positions(3, seed=3)

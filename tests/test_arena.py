@@ -293,6 +293,34 @@ def test_an_illegal_action_is_named_with_the_deal_and_the_legal_actions() -> Non
         duel(ReturnsFloats(0), RuleBasedAgent(), 2, seed=0)
 
 
+class BadProbs(RandomAgent):
+    name = "badprobs"
+
+    def action_probs_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        return np.full(np.shape(action_masks), 2.0)  # not probabilities
+
+
+class NoProbsMethod(RuleBasedAgent):
+    """An agent class that does not have the method at all (older third-party code)."""
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "action_probs_batch":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_probabilities_that_are_not_are_refused_and_a_missing_method_is_null(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(AgentError, match="'badprobs' action_probs_batch returned .* 0-1"):
+        duel(BadProbs(0), RuleBasedAgent(), 1, records_path=tmp_path / "a.jsonl")
+    assert duel(BadProbs(0), RuleBasedAgent(), 1).n_deals == 1  # only asked when logging
+    duel(NoProbsMethod(), RandomAgent(1), 1, records_path=tmp_path / "b.jsonl")
+    [first, _] = load_records(tmp_path / "b.jsonl")
+    for (seat, _action), probs in zip(first["actions"], first["probs"], strict=True):
+        assert (probs is None) == (seat % 2 == 0)  # the rule agent sits at seats 0 and 2
+
+
 def test_cli_reports_a_failing_agent_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -400,8 +428,8 @@ def test_cli_checks_the_output_files_before_playing(
     (tmp_path / "folder.json").mkdir()
     cases = {
         str(notes / "results"): "is a file, not a folder",
-        str(tmp_path / "taken"): "'taken.csv' exists (a file); not overwriting it",
-        str(tmp_path / "folder"): "'folder.json' exists (a folder)",
+        str(tmp_path / "taken"): "taken.csv' exists (a file); not overwriting it",
+        str(tmp_path / "folder"): "folder.json' exists (a folder)",
         str(tmp_path) + "/": "expected a file prefix",
         "": "expected a file prefix",
         str(tmp_path / ("x" * 300)): "cannot use",
@@ -441,13 +469,13 @@ def test_results_are_kept_when_the_folder_fails_after_the_run(
     rc = main(["arena", "rule", "random", "-n", "6", "--no-progress", "--out", str(out_dir / "r")])
     assert rc == 0
     captured = capsys.readouterr()
-    kept = sorted(cwd.iterdir())
-    assert [p.suffix for p in kept] == [".csv", ".json"] and all(
-        p.name.startswith("r.unsaved-") for p in kept
-    )
-    assert f"could not write {out_dir / 'r'}.json" in captured.err and str(kept[1]) in captured.err
-    assert json.loads(kept[1].read_text())["n_deals"] == 6
-    assert len(kept[0].read_text().splitlines()) == 13
+    kept = {p.suffix: p for p in cwd.iterdir()}  # the names' middles are random
+    assert sorted(kept) == [".csv", ".json"] and len(list(cwd.iterdir())) == 2
+    assert all(p.name.startswith("r.unsaved-") for p in kept.values())
+    assert f"could not write {out_dir / 'r'}.json" in captured.err
+    assert f"wrote {kept['.json']} instead" in captured.err
+    assert json.loads(kept[".json"].read_text())["n_deals"] == 6
+    assert len(kept[".csv"].read_text().splitlines()) == 13
     assert out_dir.read_text() == "a file where the folder was\n"
 
 

@@ -8,7 +8,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -270,3 +272,178 @@ def test_butifarra_play_bad_agent_is_one_line() -> None:
     )  # fmt: skip
     assert proc.returncode == 2
     assert "unknown agent 'grandma'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- any line typed
+def positions_for_each_phase() -> list[tuple[Game, int]]:
+    bidding = fresh_game()
+    doubling = fresh_game()
+    doubling.step(TRUMP_BASE)
+    play_game = play_position(0, leader=1, trick="10c 12c", hands={3: "1c 2c 4o 5o"})
+    return [(bidding, 0), (doubling, doubling.to_move), (play_game, 3)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["²", "³", "½", "Ⅻ", "9" * 5000, "1" + "0" * 4400, "\x00", "\x1b[2J", "\u202e12", "z" * 5000],
+)
+def test_any_line_gets_an_answer_not_a_traceback(line: str) -> None:
+    for game, seat in positions_for_each_phase():
+        action, why = parse_choice(game, seat, line)
+        assert action is None and why and len(why) < 400 and "\n" not in why
+
+
+def test_numbers_in_other_scripts_are_numbers() -> None:
+    game = fresh_game()
+    assert parse_choice(game, 0, "٥") == (BUTIFARRA, "")  # Arabic-Indic five
+    assert parse_choice(game, 0, "５") == (BUTIFARRA, "")  # full-width five
+    _, why = parse_choice(game, 0, "9" * 5000)
+    assert "choose a number from 1 to 6, not 99999... (5000 digits)" in why
+
+
+def test_cli_play_asks_again_after_unicode_digits_and_huge_numbers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = ["²", "9" * 5000, "\x07", "", "٣x", "oros"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(script(*lines, cycles=45)))
+    assert main(["play", "--seed", "4", "--dealer", "0", "--opponents", "random"]) == 0
+    out = capsys.readouterr().out
+    assert "Hand over:" in out and "Traceback" not in out
+    assert "not 99999... (5000 digits)" in out and "not a choice: '²'" in out
+
+
+# --------------------------------------------------------------------------- records kept
+class Sabotage(io.StringIO):
+    """Scripted input that runs ``harm`` when the person is first asked (mid-game)."""
+
+    def __init__(self, text: str, harm: Callable[[], None]) -> None:
+        super().__init__(text)
+        self.harm: Callable[[], None] | None = harm
+
+    def readline(self, *args: Any) -> str:
+        if self.harm is not None:
+            self.harm, harm = None, self.harm
+            harm()
+        return super().readline(*args)
+
+
+def test_a_save_folder_lost_mid_game_keeps_the_record_in_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "games"
+    folder.mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+
+    def lose_the_folder() -> None:
+        folder.rmdir()
+        folder.write_text("a file where the folder was\n")
+
+    out = io.StringIO()
+    rc = play(0, agents_for(0), seed=5, dealer=3, n_hands=2, save=folder / "hands.jsonl",
+              inp=Sabotage(script("butifarra", cycles=45), lose_the_folder), out=out)  # fmt: skip
+    assert rc == 0
+    [kept] = cwd.iterdir()
+    assert kept.name.startswith("hands.unsaved-") and kept.suffix == ".jsonl"
+    shown = out.getvalue()
+    assert shown.count(f"Could not save to {folder / 'hands.jsonl'}") == 2
+    assert shown.count(f"saved to {kept} instead") == 2  # both hands, in the one file
+    records = load_records(kept)
+    assert len(records) == 2 and all(replay(r).game.is_over for r in records)
+    assert folder.read_text() == "a file where the folder was\n"
+
+
+def test_a_save_file_replaced_mid_game_is_left_alone_and_the_record_kept_beside_it(
+    tmp_path: Path,
+) -> None:
+    save = tmp_path / "hands.jsonl"
+
+    def replace_with_notes() -> None:
+        save.write_text("the person's notes, written over the file by mistake\n")
+
+    out = io.StringIO()
+    inp = Sabotage(script("oros", "pass", cycles=45), replace_with_notes)
+    rc = play(0, agents_for(0), seed=6, dealer=0, save=save, inp=inp, out=out)
+    assert rc == 0
+    assert save.read_text() == "the person's notes, written over the file by mistake\n"
+    [kept] = [p for p in tmp_path.iterdir() if p != save]
+    assert kept.name.startswith("hands.unsaved-") and f"saved to {kept} instead" in out.getvalue()
+    assert replay(load_records(kept)[0]).game.is_over
+
+
+def test_when_no_file_takes_the_record_it_is_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("butifarra.play.append_record", fail)
+    monkeypatch.setattr("butifarra.play.new_file_near", fail)
+    out = io.StringIO()
+    play(0, agents_for(0), seed=7, save=tmp_path / "h.jsonl",
+         inp=io.StringIO(script("oros", "pass", cycles=45)), out=out)  # fmt: skip
+    shown = out.getvalue()
+    assert "No space left on device" in shown and "copy it to keep it:" in shown
+    record = json.loads(shown.split("copy it to keep it:\n")[1].splitlines()[0])
+    assert replay(record).game.is_over
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_leaving_mid_hand_saves_the_hand_so_far(tmp_path: Path) -> None:
+    save = tmp_path / "hands.jsonl"
+    out = io.StringIO()
+    assert play(0, agents_for(0), seed=2, dealer=0, save=save,
+                inp=io.StringIO("oros\npass\n1\n2\nquit\n"), out=out) == 0  # fmt: skip
+    assert f"Unfinished hand saved to {save}" in out.getvalue()
+    [record] = load_records(save)
+    game = replay(record).game
+    assert record["result"] is None and not game.is_over
+    assert [s for s, _ in record["actions"]].count(0) >= 2  # the person's moves are in it
+
+
+def test_leaving_before_any_move_of_ones_own_saves_nothing(tmp_path: Path) -> None:
+    save = tmp_path / "hands.jsonl"
+    assert play(1, agents_for(1), seed=2, dealer=0, save=save,
+                inp=io.StringIO(""), out=io.StringIO()) == 0  # fmt: skip
+    assert not save.exists()
+
+
+class Broken(RandomAgent):
+    name = "broken"
+
+    def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        return 55 if action_mask[48] else super().act(observation, action_mask)
+
+
+def test_a_failing_agent_ends_the_game_with_a_message_not_a_traceback(tmp_path: Path) -> None:
+    agents = agents_for(0)
+    agents[1] = Broken(1)
+    out = io.StringIO()
+    rc = play(0, agents, seed=1, dealer=1, save=tmp_path / "h.jsonl",
+              inp=io.StringIO(script(cycles=2)), out=out)  # fmt: skip
+    assert rc == 1
+    assert "the agent 'broken' chose an illegal action 55 (pass) for seat 1" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"seed": -1}, "seed"), ({"seed": 1.5}, "seed"), ({"dealer": 4}, "dealer"),
+     ({"n_hands": 0}, "n_hands"), ({"save": 5}, "save"), ({"options": {}}, "options")],
+)  # fmt: skip
+def test_play_arguments_are_checked_by_name(kwargs: dict[str, Any], name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        play(0, agents_for(0), inp=io.StringIO(""), out=io.StringIO(), **kwargs)
+    with pytest.raises(ValueError, match="human_seat"):
+        play(True, agents_for(1), inp=io.StringIO(""), out=io.StringIO())  # type: ignore[arg-type]
+
+
+def test_an_ascii_terminal_and_stray_bytes_give_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from butifarra.cli import main; sys.exit(main())",
+         "play", "--seed", "4", "--dealer", "0", "--opponents", "random"],
+        input=b"\xff\xfe\n\xc3\n" + script("oros").encode(), capture_output=True, cwd=REPO,
+        timeout=120, env={**os.environ, "PYTHONIOENCODING": "ascii"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert b"Traceback" not in proc.stderr and b"Hand over:" in proc.stdout

@@ -68,7 +68,7 @@ def check_probs(record: dict[str, Any]) -> list[dict[str, float] | None] | None:
 
 
 def _action_key(key: object) -> int | None:
-    if isinstance(key, str) and key.isdigit():
+    if isinstance(key, str) and key.isascii() and key.isdigit():
         key = int(key)
     if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < N_ACTIONS:
         return key
