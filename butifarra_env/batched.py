@@ -53,6 +53,14 @@ Usage::
 all four seats, non-zero only on a step that ends a hand. Fixed deals: ``reset(dealers=...,
 hands=...)`` and :meth:`BatchedEnv.set_deal_fn` (for every later deal, auto-resets included).
 
+``obs_format="float32"`` returns observations (and ``state()``) as ``float32`` in [0, 1],
+each entry times ``observation.scale_vector()`` (``state_scale_vector()``); the engine keeps
+its bytes either way. ``step(actions, active=mask)`` advances only the envs where ``mask`` is
+True; the others keep their position exactly (their actions are not looked at), which is how
+the Gymnasium vector env lets the opponents of a learner move while the learner waits.
+``keep_final_obs=True`` keeps the four views of every episode's last position
+(:meth:`BatchedEnv.final_observations`), which an auto-reset would otherwise overwrite.
+
 Every array returned is freshly allocated (safe to keep or modify); none aliases internal
 buffers. With ``device`` set, or torch actions given to :meth:`BatchedEnv.step`, outputs are
 torch tensors: ``torch.from_numpy`` (zero-copy) on CPU, a copy on CUDA. torch is imported
@@ -88,6 +96,8 @@ from butifarra_env.observation import (
     OFFSETS,
     SIZES,
     STATE_SIZE,
+    scale_vector,
+    state_scale_vector,
 )
 from butifarra_env.options import Options
 from butifarra_env.rules import (
@@ -97,12 +107,13 @@ from butifarra_env.rules import (
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_DOUBLING,
+    PHASE_HAND_OVER,
     PHASE_NAMES,
     PHASE_PLAY,
     SEAT_SIGN,
     TRUMP_UNSET,
 )
-from butifarra_env.validate import check_int, check_reward_scale
+from butifarra_env.validate import check_int, check_obs_format, check_reward_scale
 
 __all__ = ["BatchedEnv", "DealFn"]
 
@@ -216,6 +227,9 @@ _SEAT_SIGN = np.array(SEAT_SIGN, dtype=np.int64)  # each seat's share of A's mar
 _MATCH_PERM = np.array([[0, 1], [1, 0]] * 2)  # by viewer: match scores (mine, theirs)
 _MATCH = OFFSETS["match_scores"]
 _STATE_TEAM = (N_SEATS - 1) * N_CARDS + _TEAM_BLOCK  # the team block inside the state
+_OBS_SCALE = scale_vector()
+_STATE_SCALE = state_scale_vector()
+_INERT = PASS  # what a held env "plays" in step(active=...): no card bit, points or suit
 
 # Dealing as ``rules.deal``: _DEAL_POS lists the deck positions of the 1st, 2nd, 3rd, 4th seat
 # after the dealer (rules.DEAL_ORDER); _DEAL_ROT[dealer] says which of those each seat is.
@@ -265,10 +279,16 @@ class BatchedEnv:
         *,
         device: str | None = None,
         reward_scale: float = 1.0,
+        obs_format: str = "uint8",
+        keep_final_obs: bool = False,
         **options: Any,
     ) -> None:
         self.num_envs: int = check_int("num_envs", num_envs, 1)
         self.reward_scale: float = check_reward_scale(reward_scale)
+        self.obs_format: str = check_obs_format(obs_format)
+        if not isinstance(keep_final_obs, bool):
+            raise ValueError(f"keep_final_obs must be True or False, got {keep_final_obs!r}")
+        self.keep_final_obs = keep_final_obs
         self.options: Options = Options.from_dict(options)
         self.observation_size: int = OBS_SIZE
         self.state_size: int = STATE_SIZE
@@ -279,6 +299,8 @@ class BatchedEnv:
         self._rng = np.random.default_rng(seed)
         self._deal_fn: DealFn | None = None
         self._started = False
+        self._final_ids = np.zeros(0, dtype=np.int64)  # keep_final_obs: episodes ended last step
+        self._final_views = np.zeros((0, N_SEATS, OBS_SIZE), dtype=np.uint8)
 
         n = self.num_envs
         self._parity_base = np.arange(n, dtype=np.int64) * 2
@@ -359,16 +381,20 @@ class BatchedEnv:
         self._hand_number[:] = 0
         self._start_hands(ids, d, hb)
         self._started = True
+        self._final_ids = self._final_ids[:0]
+        self._final_views = self._final_views[:0]
         mask, obs, seat = self._outputs()
-        return self._out((obs, mask, seat), self.device)
+        return self._out((self._formatted(obs), mask, seat), self.device)
 
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, Any]:
+    def step(self, actions: Any, active: Any = None) -> tuple[Any, Any, Any, Any, Any]:
         """Apply one action per env, for the seat to move there.
 
         Returns ``(obs, mask, seat, rewards, done)``: the next decision of every env (after an
         auto-reset, the new episode's first), the rewards of all four seats for this step and
-        whether the episode ended on it. A wrong shape or dtype, or an illegal action in any
-        env, raises ValueError naming it, and leaves every env as it was.
+        whether the episode ended on it. ``active`` (bool (N,), optional): only those envs
+        move; the others stay exactly where they are (their actions are ignored, their
+        rewards 0). A wrong shape or dtype, or an illegal action in any moving env, raises
+        ValueError naming it, and leaves every env as it was.
         """
         self._require_started()
         device = self.device
@@ -385,21 +411,53 @@ class BatchedEnv:
         if a.dtype.kind not in "iu":
             raise ValueError(f"actions must be an integer array, got dtype {a.dtype}")
         a = a.astype(np.int64, copy=False)
+        held = None
+        if active is not None:
+            act = self._check_active(active)
+            if not act.all():
+                held = np.flatnonzero(~act)
+                a = np.where(act, a, _INERT)
         au = a.astype(_U64)  # negative ids wrap to huge shifts, which give 0: illegal
         ok = (self._legal >> au) & _U64(1)
+        if held is not None:
+            ok[held] = 1
         if not ok.all():
             self._raise_illegal(a, int(np.flatnonzero(ok == 0)[0]))
 
         rewards = np.zeros((n, N_SEATS), dtype=np.float32)
         done = np.zeros(n, dtype=bool)
-        bidding = np.flatnonzero(~self._in_play)
-        ended = self._play(a, au)
+        if held is None:
+            bidding = np.flatnonzero(~self._in_play)
+            ended = self._play(a, au, self._in_play)
+        else:
+            moving = np.ones(n, dtype=bool)
+            moving[held] = False
+            bidding = np.flatnonzero(~self._in_play & moving)
+            legal = self._legal[held]
+            ended = self._play(a, au, self._in_play & moving)
+            self._legal[held] = legal  # _play recomputes every env's legal set
         if bidding.size:
             self._bid(bidding, a[bidding])
+        if self.keep_final_obs:
+            self._final_ids = self._final_ids[:0]
+            self._final_views = self._final_views[:0]
         if ended.size:
             self._end_hands(ended, rewards, done)
         mask, obs, seat = self._outputs()
-        return self._out((obs, mask, seat, rewards, done), device)
+        return self._out((self._formatted(obs), mask, seat, rewards, done), device)
+
+    def final_observations(self) -> tuple[np.ndarray, Any]:
+        """``(env_ids (k,), obs (k, 4, 491))``: for the episodes that ended on the last
+        :meth:`step`, every seat's observation (by absolute seat) of the finished position, as
+        ``butifarra_v0`` shows it once the episode is over (phase ``hand_over``), before the
+        auto-reset dealt the next one. Needs ``keep_final_obs=True``."""
+        if not self.keep_final_obs:
+            raise RuntimeError("final_observations() needs BatchedEnv(..., keep_final_obs=True)")
+        self._require_started()
+        views = self._final_views
+        if self.obs_format == "float32":
+            views = views * _OBS_SCALE
+        return self._final_ids.copy(), self._out((views,), self.device)[0]
 
     def state(self) -> Any:
         """(N, STATE_SIZE) uint8 full information (all hands), as ``observation.encode_state``:
@@ -411,6 +469,8 @@ class BatchedEnv:
         out[:, N_SEATS * N_CARDS : CANONICAL_SIZE] = self._views[:, 0, N_CARDS:]
         out[:, _STATE_TEAM : _STATE_TEAM + 4] = self._team_bytes[:, 0]
         out[np.arange(n), CANONICAL_SIZE + self._to_move] = 1
+        if self.obs_format == "float32":
+            return self._out((out * _STATE_SCALE,), self.device)[0]
         return self._out((out,), self.device)[0]
 
     def set_deal_fn(self, deal_fn: DealFn | None) -> None:
@@ -445,11 +505,12 @@ class BatchedEnv:
         return self._hand_number.copy(), self._match_scores.copy()
 
     # ------------------------------------------------------------------ card play
-    def _play(self, a: np.ndarray, au: np.ndarray) -> np.ndarray:
-        """Card play in every env at once (bidding envs pass through inert), then the legal
-        set of every env's next seat. Returns the envs whose hand just ended."""
+    def _play(self, a: np.ndarray, au: np.ndarray, isplay: np.ndarray) -> np.ndarray:
+        """Card play in the envs ``isplay`` (bool (N,)); the others, bidding or held, pass
+        through inert (their action has no card bit, no points and no suit; their writes go to
+        the scratch block). Then the legal set of every env's next seat. Returns the envs
+        whose hand just ended."""
         s = self._to_move
-        isplay = self._in_play
         hidx = self._seat_base + s
         self._hands_flat[hidx] ^= np.take(_BIT, a)
         self._trick_flat[hidx] = a
@@ -477,6 +538,8 @@ class BatchedEnv:
             idx += np.take(self._base, lead)[:, None]
             self._buf[idx.reshape(-1)] = 1
         void = np.flatnonzero(suit != led)  # did not follow: void in the led suit
+        if void.size:
+            void = void[np.take(isplay, void)]  # not a held env's inert action mid-trick
         if void.size:
             code = np.take(s, void) * N_SUITS + np.take(led, void)
             idx = np.take(_VOID_SET, code, axis=0)
@@ -600,14 +663,29 @@ class BatchedEnv:
         fresh = self._draw_dealers(e.size)
         if target is None:
             done[e] = True
+            if self.keep_final_obs:
+                self._keep_final(e)
             self._start_hands(e, fresh, None)
             return
         match_scores = self._match_scores[e] + scores
         over = rules.match_over(match_scores, target)
         done[e] = over
+        if self.keep_final_obs and over.any():
+            self._keep_final(e[over])
         self._match_scores[e] = np.where(over[:, None], 0, match_scores)
         self._hand_number[e] = np.where(over, 0, self._hand_number[e] + 1)
         self._start_hands(e, np.where(over, fresh, rules.next_dealer(self._dealer[e])), None)
+
+    def _keep_final(self, e: np.ndarray) -> None:
+        """Keep the four views of the finished hands of envs ``e`` (before they are dealt
+        again), completed as the reference shows them: the team block pasted in, the phase
+        ``hand_over``."""
+        views = self._views[e]
+        views[:, :, OFFSETS["phase"] + PHASE_PLAY] = 0
+        views[:, :, OFFSETS["phase"] + PHASE_HAND_OVER] = 1
+        views[:, :, _TEAM_BLOCK : _TEAM_BLOCK + 4] = self._team_bytes[e][:, [0, 1, 0, 1]]
+        self._final_ids = np.concatenate([self._final_ids, e])
+        self._final_views = np.concatenate([self._final_views, views])
 
     def _draw_dealers(self, k: int) -> np.ndarray:
         if self.options.first_dealer is not None:
@@ -688,6 +766,20 @@ class BatchedEnv:
         if torch.device(device).type != "cpu":
             out = tuple(t.to(device) for t in out)
         return out
+
+    def _formatted(self, obs: np.ndarray) -> np.ndarray:
+        """Observations in ``obs_format``: the bytes, or float32 scaled into [0, 1]."""
+        return obs * _OBS_SCALE if self.obs_format == "float32" else obs
+
+    def _check_active(self, active: Any) -> np.ndarray:
+        if _is_tensor(active):
+            active = active.detach().to("cpu").numpy()
+        m = np.asarray(active)
+        if m.shape != (self.num_envs,) or m.dtype != np.bool_:
+            raise ValueError(
+                f"active must be a bool array of shape ({self.num_envs},), got {m.dtype} {m.shape}"
+            )
+        return m
 
     def _require_started(self) -> None:
         if not self._started:

@@ -42,7 +42,7 @@ _OBS_SCALE = scale_vector()
 _STATE_SCALE = state_scale_vector()
 
 
-def observation_space(obs_format: str = "uint8") -> spaces.Dict:
+def seat_observation_space(obs_format: str = "uint8") -> spaces.Dict:
     """The observation space of one seat: the vector (``uint8`` counts, or ``float32`` in
     [0, 1]) and the ``int8`` legal-action mask."""
     return spaces.Dict(
@@ -54,6 +54,7 @@ def observation_space(obs_format: str = "uint8") -> spaces.Dict:
 
 
 def vector_space(size: int, obs_format: str) -> spaces.Box:
+    """The space of an observation or state vector of ``size`` entries in ``obs_format``."""
     if obs_format == "float32":
         return spaces.Box(0.0, 1.0, (size,), dtype=np.float32)
     return spaces.Box(0, 255, (size,), dtype=np.uint8)
@@ -83,9 +84,11 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         self.game_options = Options.from_dict(options)
         self.possible_agents = list(AGENTS)
         self.agent_name_mapping = {a: i for i, a in enumerate(AGENTS)}
-        obs_space = observation_space(self.obs_format)
-        self.observation_spaces = {a: obs_space for a in AGENTS}
-        self.action_spaces = {a: spaces.Discrete(N_ACTIONS) for a in AGENTS}
+        obs_space = seat_observation_space(self.obs_format)
+        self.observation_spaces: dict[str, spaces.Space] = {a: obs_space for a in AGENTS}
+        self.action_spaces: dict[str, spaces.Space] = {
+            a: spaces.Discrete(N_ACTIONS) for a in AGENTS
+        }
         self.state_space = vector_space(STATE_SIZE, self.obs_format)
         self._float = self.obs_format == "float32"
         self._rng = np.random.default_rng()
@@ -180,8 +183,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
             self.render()
 
     def _legal_mask(self, legal: int) -> np.ndarray:
-        """The ``int8`` mask of the legal set ``legal``, built once per position (the info of
-        the mover and its observation share it; each gets its own copy)."""
+        """The ``int8`` mask of the legal set ``legal``, built once per position and kept
+        private: the mover's info and its observations each get a copy."""
         if legal != self._mask_bits:
             self._mask = mask_from_bits(legal)
             self._mask_bits = legal
@@ -195,7 +198,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         if seat is None:
             raise ValueError(f"unknown agent {agent!r}; agents: {list(AGENTS)}")
         if game.to_move == seat and not self.terminations.get(agent, True):
-            mask = self._legal_mask(game.legal).copy()
+            legal = game.legal
+            mask = (self._mask if legal == self._mask_bits else self._legal_mask(legal)).copy()
         else:
             mask = _ZERO_MASK.copy()
         obs = self._observer.observe(seat)
@@ -228,8 +232,11 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         else:
             nxt = AGENTS[game.to_move]
             self.agent_selection = nxt
-            self.infos[agent].pop("action_mask", None)
-            self.infos[nxt]["action_mask"] = self._legal_mask(game.legal).copy()
+            infos = self.infos
+            infos[agent].pop("action_mask", None)  # only the agent to move has one
+            mask = mask_from_bits(game.legal)  # a new position: its mask, built once
+            self._mask, self._mask_bits = mask, game.legal
+            infos[nxt]["action_mask"] = mask.copy()
         if self.render_mode == "human":
             self.render()
 

@@ -22,7 +22,7 @@ import gymnasium
 import numpy as np
 
 from butifarra_env.actions import N_ACTIONS, random_legal_actions
-from butifarra_env.env import AGENTS, observation_space, raw_env
+from butifarra_env.env import AGENTS, raw_env, seat_observation_space
 from butifarra_env.game import Game
 from butifarra_env.observation import scale_vector
 from butifarra_env.policy import Policy, PolicyFn, is_policy
@@ -42,7 +42,9 @@ class SingleAgentEnv(gymnasium.Env):
     seat -> policy. ``illegal_action``: "penalize" (default: the episode ends and the learner
     gets minus the worst possible hand loss, as in ``butifarra_v0.env()``) or "raise".
     ``obs_format``: "uint8" (default) or "float32" (each entry times
-    ``observation.scale_vector()``, in [0, 1]; the space says so). ``render_mode``:
+    ``observation.scale_vector()``, in [0, 1]; the space says so). ``reward_scale``: rewards
+    are raw points by default; ``1/36`` puts a typical hand near +-1 (the extremes at +-32),
+    the scale external learners expect (see ``butifarra_v0``). ``render_mode``:
     "human"/"ansi" (text) or "rgb_array" (an image); both show the learner's hand only, or all
     four with ``render_all_hands=True``. Other keyword arguments are the game options of
     ``butifarra_v0``.
@@ -81,7 +83,7 @@ class SingleAgentEnv(gymnasium.Env):
         self._illegal_reward = -float(self._aec.game_options.worst_hand_loss) * reward_scale
         self._policies = self._resolve_opponents(opponents)
         self._interrupted: str | None = None  # why the hand stopped between two decisions
-        self.observation_space = observation_space(self.obs_format)
+        self.observation_space = seat_observation_space(self.obs_format)
         self.action_space = gymnasium.spaces.Discrete(N_ACTIONS)
 
     def _resolve_opponents(self, opponents: Any) -> dict[int, Policy | PolicyFn | None]:
@@ -141,8 +143,8 @@ class SingleAgentEnv(gymnasium.Env):
             obs = self._observe()
             obs["action_mask"][:] = 0
             aec.terminations = dict.fromkeys(AGENTS, True)
-            info = {"illegal_action": action, "action_mask": obs["action_mask"].copy()}
-            return obs, self._illegal_reward, True, False, info
+            why = {"illegal_action": action, "action_mask": obs["action_mask"].copy()}
+            return obs, self._illegal_reward, True, False, why
         aec.step(action)
         reward = float(aec.rewards[self.agent]) + self._play_others()
         terminated = bool(aec.terminations[self.agent])
@@ -205,9 +207,9 @@ class SingleAgentEnv(gymnasium.Env):
         all False once the episode is over."""
         if self._aec._game is None:
             raise RuntimeError("call reset() before action_masks()")
-        return self._observe()["action_mask"].astype(bool)
+        return self._aec.observe(self.agent)["action_mask"].astype(bool)
 
-    def render(self) -> str | np.ndarray | None:
+    def render(self) -> str | np.ndarray | None:  # type: ignore[override]
         """The learner's view (or the whole table with ``render_all_hands``): text for "human"
         (printed) and "ansi", an RGB ``uint8`` (720, 960, 3) image for "rgb_array"."""
         if self.render_mode is None:

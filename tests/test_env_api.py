@@ -90,7 +90,7 @@ def test_fixed_first_dealer_and_fixed_deal() -> None:
         ({"max_doubling_level": 5}, "max_doubling_level must be an int 0-4"),
         ({"butifarra_base": 3}, "butifarra_base must be an int 1-2"),
         ({"first_dealer": 4}, "first_dealer"),
-        ({"render_mode": "rgb_array"}, "render_mode"),
+        ({"render_mode": "rgb"}, "render_mode"),
         ({"reward_scale": -1}, "reward_scale"),
         ({"bogus": 1}, "unknown option"),
     ],

@@ -1,0 +1,336 @@
+"""Gymnasium vector env over the batched engine: one learner seat in each of N hands.
+
+::
+
+    envs = gymnasium.make_vec("butifarra_env/Butifarra-v0", num_envs=256,
+                              vectorization_mode="vector_entry_point", seat=0, opponents=None)
+
+Sub-env ``i`` is the learner's seat in hand ``i`` of a :class:`~butifarra_env.batched.BatchedEnv`;
+the other three seats are played by batched opponent policies until it is the learner's turn
+again, exactly as :class:`~butifarra_env.gym_wrapper.SingleAgentEnv` does for one hand. Each
+sub-env therefore behaves like one ``SingleAgentEnv``: the same observation dict
+(``observation`` (491,) in ``obs_format`` + ``action_mask`` (56,) ``int8``), the same rewards
+(the learner team's score difference at each hand end, times ``reward_scale``, also when an
+opponent's card ends the hand), ``terminated`` at the episode's end (the hand, or the match
+with ``target_score``), never truncated. ``tests/test_gym_vector.py`` holds it to N
+``SingleAgentEnv`` fed the same deals.
+
+Masks: ``obs["action_mask"]``, ``info["action_mask"]`` (N, 56) ``int8`` and
+:meth:`ButifarraVectorEnv.action_masks` (N, 56) ``bool``. A sub-env showing a terminal
+observation has an all-zero mask (as the single env), and its next action is ignored. Infos
+hold the masks only (no per-hand ``hand_result``; ``SingleAgentEnv`` or game records have it).
+
+Speed: a step lasts until the learner is to move in every hand, so it costs as many engine
+steps as the longest run of opponent decisions among the N hands (about 8 at N=256, bidding
+included); each is one batched step of all N hands.
+
+Autoreset (``metadata["autoreset_mode"]``): ``NEXT_STEP`` (Gymnasium's default): the step that
+ends an episode returns its terminal observation; the next step ignores that sub-env's action
+and returns the first observation of a new episode, reward 0. ``SAME_STEP``
+(``autoreset_mode=AutoresetMode.SAME_STEP``): the ending step already returns the new
+episode's first observation, with the terminal one in ``info["final_obs"]`` (an object array,
+``info["_final_obs"]`` marking the sub-envs that ended) and its info in ``info["final_info"]``.
+
+Opponents: None (uniformly random legal moves from the env's generator, seeded by ``reset``),
+one policy for the three other seats, three (the other seats in ascending order) or a mapping
+seat -> policy; a policy is an object with ``act_batch(observations, action_masks)`` (any
+:class:`agents.base.Agent`) or a callable on batches, ``(uint8 (k, 491), int8 (k, 56)) ->
+(k,) ints``. Opponents always get ``uint8`` observations, whatever the learner's
+``obs_format``. Seeding: ``reset(seed=s)`` fixes every deal and every random opponent move
+(one int: one generator drives all N hands; opponents with a ``reset(seed)`` method get
+``s + 1 + k``). An illegal learner action raises ValueError naming the sub-env and leaves
+everything as it was (no "penalize" mode here). No rendering (``render_mode`` must be None):
+render a ``SingleAgentEnv`` to watch a hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from butifarra_env.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.batched import BatchedEnv
+from butifarra_env.env import seat_observation_space
+from butifarra_env.observation import OBS_SIZE, scale_vector
+from butifarra_env.policy import BatchPolicy
+from butifarra_env.rules import N_SEATS
+from butifarra_env.validate import check_int, check_obs_format, check_reward_scale, check_seat
+
+__all__ = ["ButifarraVectorEnv"]
+
+_OBS_SCALE = scale_vector()
+_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+_RESET_OPTION_KEYS = ("dealers", "hands")
+_MAX_OPPONENT_ROUNDS = 64  # consecutive opponent decisions before the learner's turn: < 16
+
+
+class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
+    """``num_envs`` learner seats, one per hand of a batched engine (see the module docs).
+
+    ``seat`` (0-3) is the learner's seat in every hand; ``options`` are the game options of
+    ``butifarra_v0`` (``target_score``, ``max_doubling_level``...). The engine is
+    :attr:`engine` (for fixed deals: ``engine.set_deal_fn``; ``engine.current_deals()``).
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        seat: int = 0,
+        opponents: Any = None,
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        reward_scale: float = 1.0,
+        obs_format: str = "uint8",
+        render_mode: str | None = None,
+        **options: Any,
+    ) -> None:
+        self.num_envs = check_int("num_envs", num_envs, 1)
+        self.seat = check_seat(seat)
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            mode = None
+        if mode is None or mode not in _MODES:
+            raise ValueError(
+                f"autoreset_mode must be AutoresetMode.NEXT_STEP or SAME_STEP, "
+                f"got {autoreset_mode!r} (the engine deals again as soon as a hand ends)"
+            )
+        if render_mode is not None:
+            raise ValueError(
+                f"render_mode must be None (the vector env does not render; render a "
+                f"SingleAgentEnv to watch a hand), got {render_mode!r}"
+            )
+        self.autoreset_mode: AutoresetMode = mode
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        self.reward_scale = check_reward_scale(reward_scale)
+        self.obs_format = check_obs_format(obs_format)
+        self._policies = _resolve_opponents(opponents, self.seat)
+        self._groups = _groups(self._policies)
+        # Raw integer rewards from the engine, scaled here in float64: the single env's values.
+        self.engine = BatchedEnv(self.num_envs, keep_final_obs=True, **options)
+        self.render_mode = None
+        self.single_observation_space = seat_observation_space(self.obs_format)
+        self.single_action_space = gymnasium.spaces.Discrete(N_ACTIONS)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        n = self.num_envs
+        self._obs = np.zeros((n, OBS_SIZE), np.uint8)  # the engine's current decision
+        self._mask = np.zeros((n, N_ACTIONS), np.int8)
+        self._seat = np.zeros(n, np.int64)
+        self._shown_mask = self._mask  # the masks of the observations last returned
+        self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP: ended on the previous step
+        self._started = False
+        self._broken: str | None = None
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """New episodes in every sub-env. ``seed``: one int (or None) for all of them.
+        ``options``: ``{"dealers": (N,), "hands": (N, 4, 12)}`` fix the first deals."""
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            raise ValueError(
+                f"seed must be None or one int >= 0 (one generator drives all {self.num_envs} "
+                f"hands), got a sequence {seed!r}"
+            )
+        seed = check_int("seed", seed, 0, none_ok=True)
+        options = dict(options or {})
+        unknown = set(options) - set(_RESET_OPTION_KEYS)
+        if unknown:
+            raise ValueError(
+                f"unknown reset option(s) {sorted(unknown)}; known: {list(_RESET_OPTION_KEYS)}"
+            )
+        self._obs, self._mask, self._seat = self.engine.reset(
+            seed, dealers=options.get("dealers"), hands=options.get("hands")
+        )
+        if seed is not None:
+            opponent_seed = np.random.SeedSequence(seed).spawn(1)[0]
+            self._np_random, self._np_random_seed = np.random.default_rng(opponent_seed), seed
+            for k, policy in enumerate(_unique(self._policies.values())):
+                if policy is not None and hasattr(policy, "reset"):
+                    policy.reset(seed=seed + 1 + k)
+        self._started = True
+        self._broken = None
+        self._autoreset[:] = False
+        n = self.num_envs
+        self._play_opponents(np.zeros(n), np.zeros(n, bool), np.zeros((n, OBS_SIZE), np.uint8))
+        self._shown_mask = self._mask
+        return self._observation(self._obs, self._mask), self._mask_info(self._mask)
+
+    def step(
+        self, actions: Any
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The learner's action in every sub-env (those awaiting their NEXT_STEP reset are
+        ignored), then the opponents until the learner's next turn everywhere."""
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        if self._broken is not None:
+            raise RuntimeError(f"{self._broken}; the hands cannot go on from there: call reset()")
+        n = self.num_envs
+        raw = np.zeros(n)
+        ended = np.zeros(n, dtype=bool)
+        final = np.zeros((n, OBS_SIZE), np.uint8)
+        moving = ~self._autoreset
+        if moving.any():  # ValueError here (bad shape, dtype, illegal id) changes nothing
+            out = self.engine.step(actions, active=None if moving.all() else moving)
+            self._absorb(out, raw, ended, final)
+        self._play_opponents(raw, ended, final)
+        rewards = raw * self.reward_scale  # float64, as the single env's
+        obs, mask = self._obs, self._mask
+        info: dict[str, Any] = {}
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            if ended.any():
+                obs = np.where(ended[:, None], final, obs)
+                mask = np.where(ended[:, None], np.int8(0), mask)
+            self._autoreset = ended
+        elif ended.any():  # SAME_STEP
+            info = self._final_info(ended, final)
+        self._shown_mask = mask
+        info.update(self._mask_info(mask))
+        truncated = np.zeros(n, dtype=bool)
+        return self._observation(obs, mask), rewards, ended, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        """The learner's legal actions in every sub-env, (N, 56) ``bool`` (all False for a
+        sub-env showing its terminal observation)."""
+        if not self._started:
+            raise RuntimeError("call reset() before action_masks()")
+        return self._shown_mask.astype(bool)
+
+    # ------------------------------------------------------------------ internals
+    def _play_opponents(self, raw: np.ndarray, ended: np.ndarray, final: np.ndarray) -> None:
+        """Let the opponents move, in every hand where one is to move, until the learner's
+        turn everywhere; their moves may end episodes (recorded into ``raw``, ``ended`` and
+        ``final``). A policy that fails stops the env until reset()."""
+        for _ in range(_MAX_OPPONENT_ROUNDS):
+            waiting = self._seat != self.seat
+            if not waiting.any():
+                return
+            actions = np.zeros(self.num_envs, dtype=np.int64)
+            for policy, seats, plays in self._groups:
+                rows = np.flatnonzero(plays[self._seat])
+                if rows.size:
+                    actions[rows] = self._act(policy, seats, rows)
+            try:
+                out = self.engine.step(actions, active=None if waiting.all() else waiting)
+            except ValueError as e:
+                self._broken = f"an opponent policy answered an illegal action: {e}"
+                raise
+            self._absorb(out, raw, ended, final)
+        raise RuntimeError(f"the opponents made {_MAX_OPPONENT_ROUNDS} moves in a row")
+
+    def _act(self, policy: Any, seats: tuple[int, ...], rows: np.ndarray) -> np.ndarray:
+        obs, masks = self._obs[rows], self._mask[rows]
+        try:
+            if policy is None:
+                return random_legal_actions(masks, self.np_random)
+            if isinstance(policy, BatchPolicy):
+                out = policy.act_batch(obs, masks)
+            else:
+                out = policy(obs, masks)
+            actions = np.asarray(out)
+            if actions.shape != rows.shape or actions.dtype.kind not in "iu":
+                raise ValueError(
+                    f"expected {rows.size} int actions of shape {rows.shape}, got "
+                    f"{actions.dtype} {actions.shape}"
+                )
+            return actions
+        except Exception as e:
+            self._broken = f"the opponent policy of seats {list(seats)} ({policy!r}) failed: {e}"
+            raise
+
+    def _absorb(
+        self, out: tuple[Any, ...], raw: np.ndarray, ended: np.ndarray, final: np.ndarray
+    ) -> None:
+        """Take one engine step's outputs: the new position, the learner's rewards and the
+        terminal observations of the episodes that ended."""
+        self._obs, self._mask, self._seat, rewards, done = out
+        raw += rewards[:, self.seat]
+        if done.any():
+            ids, views = self.engine.final_observations()
+            final[ids] = views[:, self.seat]
+            ended |= done
+
+    def _observation(self, obs: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        vec = obs * _OBS_SCALE if self.obs_format == "float32" else obs.copy()
+        return {"observation": vec, "action_mask": mask.copy()}
+
+    def _mask_info(self, mask: np.ndarray) -> dict[str, Any]:
+        return {"action_mask": mask.copy(), "_action_mask": np.ones(self.num_envs, dtype=bool)}
+
+    def _final_info(self, ended: np.ndarray, final: np.ndarray) -> dict[str, Any]:
+        """SAME_STEP: the terminal observations and infos, as Gymnasium's vector envs batch
+        them (an object array of observations; infos key by key, with ``_key`` masks)."""
+        final_obs = np.full(self.num_envs, None, dtype=object)
+        zero = np.zeros(N_ACTIONS, np.int8)
+        for i in np.flatnonzero(ended):
+            vec = final[i] * _OBS_SCALE if self.obs_format == "float32" else final[i].copy()
+            final_obs[i] = {"observation": vec, "action_mask": zero.copy()}
+        masks = np.zeros((self.num_envs, N_ACTIONS), np.int8)
+        return {
+            "final_obs": final_obs,
+            "_final_obs": ended.copy(),
+            "final_info": {"action_mask": masks, "_action_mask": ended.copy()},
+            "_final_info": ended.copy(),
+        }
+
+
+def _resolve_opponents(opponents: Any, seat: int) -> dict[int, Any]:
+    """Seat -> batched policy (None: uniformly random legal) for the three other seats."""
+    others = [s for s in range(N_SEATS) if s != seat]
+    if opponents is None or _is_batch_policy(opponents):
+        return dict.fromkeys(others, opponents)
+    if isinstance(opponents, Mapping):
+        if sorted(opponents) != others:
+            raise ValueError(f"opponents mapping must have exactly the seats {others}")
+        policies = dict(opponents)
+    else:
+        try:
+            listed = list(opponents)
+        except TypeError:
+            raise ValueError(
+                f"opponents must be None, a batched policy, three of them or a mapping seat -> "
+                f"policy, got {opponents!r}"
+            ) from None
+        if len(listed) != 3:
+            raise ValueError(
+                f"opponents must be one policy or three (for seats {others}), got {len(listed)}"
+            )
+        policies = dict(zip(others, listed, strict=True))
+    for s, p in policies.items():
+        if p is not None and not _is_batch_policy(p):
+            raise ValueError(
+                f"opponent for seat {s} must have act_batch(observations, action_masks) or be "
+                f"callable on batches, got {p!r}"
+            )
+    return policies
+
+
+def _is_batch_policy(obj: object) -> bool:
+    return isinstance(obj, BatchPolicy) or callable(obj)
+
+
+def _unique(policies: Any) -> list[Any]:
+    """Each distinct policy once, in seat order."""
+    seen: list[Any] = []
+    for p in policies:
+        if not any(p is q for q in seen):
+            seen.append(p)
+    return seen
+
+
+def _groups(policies: dict[int, Any]) -> list[tuple[Any, tuple[int, ...], np.ndarray]]:
+    """Each policy with the seats it plays, as a tuple and as a seat -> bool table: one call
+    per policy per round."""
+    out = []
+    for p in _unique(policies.values()):
+        seats = tuple(s for s, q in policies.items() if q is p)
+        out.append((p, seats, np.isin(np.arange(N_SEATS), seats)))
+    return out
