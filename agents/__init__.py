@@ -6,6 +6,7 @@ Layers: :mod:`agents.base` (the :class:`Agent` interface) < the concrete agents
 :mod:`agents.stats`). Importing this package loads neither torch nor the arena.
 """
 
+from agents.adapters import as_agent
 from agents.base import Agent, check_batch
 from agents.random_agent import RandomAgent
 from agents.registry import (
@@ -24,6 +25,7 @@ __all__ = [
     "RandomAgent",
     "RuleBasedAgent",
     "agent_names",
+    "as_agent",
     "check_batch",
     "make_agent",
     "register_agent",

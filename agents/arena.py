@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from agents.adapters import as_agent
 from agents.base import Agent
 from agents.registry import make_agent
 from agents.stats import mean_ci, t_quantile
@@ -595,8 +596,10 @@ AgentLike = Agent | str
 
 
 def resolve_agent(agent: AgentLike, seed: int | None = None, name: str = "agent") -> Agent:
-    """An Agent as is, or one built from a registry spec (``"rule"``, ``"ppo:ckpt.pt"``);
-    anything else is a ValueError naming the argument ``name``."""
+    """An Agent as is, one built from a registry spec (``"rule"``, ``"ppo:ckpt.pt"``), or an
+    outside policy made into one (:func:`agents.adapters.as_agent`: a callable
+    ``(observation, mask) -> action``, an object with ``act``/``act_batch``, an SB3-style model
+    with ``predict(..., action_masks=...)``); anything else is a ValueError naming ``name``."""
     if isinstance(agent, Agent):
         return agent
     if isinstance(agent, str):
@@ -604,10 +607,10 @@ def resolve_agent(agent: AgentLike, seed: int | None = None, name: str = "agent"
             return make_agent(agent, seed)
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
-    raise ValueError(
-        f"{name} must be an Agent or an agent spec string such as 'rule', "
-        f"got {type(agent).__name__}"
-    )
+    try:
+        return as_agent(agent)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
 
 
 def _check_flag(name: str, value: object) -> bool:

@@ -18,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from butifarra_env.cards import BELOW, N_CARDS, POINTS, STRENGTH, STRENGTH_ORDER, SUIT, cards_of
-from butifarra_env.rules import NO_SUIT, TRUMP_UNSET, legal_cards, winners
+from butifarra_env.rules import NO_SUIT, WINNERS, legal_cards
 
 EXACT, LOWER, UPPER = 0, 1, 2
-WINNERS = tuple(tuple(winners(t, w) for w in range(N_CARDS)) for t in range(TRUMP_UNSET + 1))
-"""``WINNERS[trump][w]``: :func:`butifarra_env.rules.winners`, tabulated once."""
 
 
 class Solver:

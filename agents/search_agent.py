@@ -26,12 +26,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from agents.base import Agent, check_batch
-from agents.double_dummy import WINNERS as _WINNERS
 from agents.double_dummy import Solver
 from butifarra_env.actions import TRUMP_BASE, bits_from_mask
 from butifarra_env.cards import BELOW, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
 from butifarra_env.observation import View, pack_bits
 from butifarra_env.rules import NO_SUIT, PHASE_PLAY, TRUMP_UNSET, legal_cards
+from butifarra_env.rules import WINNERS as _WINNERS
 from butifarra_env.sampling import HiddenDeal, known_absent
 
 

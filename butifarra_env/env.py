@@ -223,7 +223,8 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
                 self.infos[a] = {}
             self._dirty = False
         seat = game.to_move
-        action = check_action(action)  # an int id 0-55, or IllegalActionError naming the value
+        if type(action) is not int or not 0 <= action < N_ACTIONS:  # the common case: no call
+            action = check_action(action)  # an int id 0-55, or IllegalActionError naming it
         game.step(action)  # raises IllegalActionError (a ValueError) naming phase and legal set
         self._observer.update(game, seat, action)
         self._cumulative_rewards[agent] = 0.0

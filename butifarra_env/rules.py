@@ -101,6 +101,12 @@ def winners(trump: int, win: int) -> int:
     return beat
 
 
+WINNERS: tuple[tuple[int, ...], ...] = tuple(
+    tuple(winners(t, w) for w in range(N_CARDS)) for t in range(TRUMP_UNSET + 1)
+)
+"""``WINNERS[trump][w]`` is :func:`winners` tabulated for every card ``w`` (hot paths)."""
+
+
 def beats(card: int, win: int, trump: int) -> bool:
     """Does ``card`` take a trick that ``win`` is winning? (higher of its suit, or a trump
     on a non-trump)."""
@@ -128,11 +134,12 @@ def legal_cards(hand: int, led_suit: int, win: int, partner_winning: bool, trump
         beat   = base & winners(trump, W)     # only against an opponent (rule 2)
         legal  = beat or base                 # beat when able; never forced to under-trump
     """
-    follow = hand if led_suit == NO_SUIT else hand & SUIT_MASK[led_suit]
-    base = follow or hand
-    if partner_winning or led_suit == NO_SUIT:
+    if led_suit == NO_SUIT:
+        return hand
+    base = (hand & SUIT_MASK[led_suit]) or hand
+    if partner_winning:
         return base
-    return (base & winners(trump, win)) or base
+    return (base & WINNERS[trump][win]) or base  # WINNERS: winners() tabulated
 
 
 def legal_card_rule(hand: int, led_suit: int, win: int, partner_winning: bool, trump: int) -> int:

@@ -31,7 +31,12 @@ from nbclient.exceptions import CellExecutionError
 
 NB_DIR = Path(__file__).resolve().parent
 ROOT = NB_DIR.parent
-NOTEBOOKS = ("01_quickstart.ipynb", "02_train_ppo.ipynb", "03_benchmark_strategies.ipynb")
+NOTEBOOKS = (
+    "01_quickstart.ipynb",
+    "02_train_ppo.ipynb",
+    "03_benchmark_strategies.ipynb",
+    "04_other_frameworks.ipynb",
+)
 SHIPPED_CHECKPOINT = ROOT / "agents" / "checkpoints" / "ppo_butifarra.pt"
 
 

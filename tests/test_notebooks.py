@@ -67,7 +67,21 @@ EXPECTED = {
         4,
         ["| agent", "ordinal", "| rule", "| ppo", "| random", "row agent vs column agent"],
     ),
+    "04_other_frameworks.ipynb": (
+        3,  # the rgb_array frame, the learning curve, the arena chart
+        [
+            "render_mode: rgb_array",  # SB3's make_vec_env default reached the env
+            "masking supported: True",
+            "illegal moves: 0",
+            "PredictAgent(name='sb3')",
+            "| sb3",
+            "sb3 vs rule",
+            "same hands as in the round robin: True",
+        ],
+    ),
 }
+# notebook -> modules it needs beyond the notebooks extra (its tests skip without them)
+NEEDS = {"04_other_frameworks.ipynb": ("stable_baselines3", "sb3_contrib")}
 
 
 def test_every_notebook_is_tested():
@@ -106,6 +120,8 @@ def quick_env(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_notebook_executes(name, quick_env):
+    for module in NEEDS.get(name, ()):
+        pytest.importorskip(module)
     path = NB_DIR / name
     before = path.read_bytes()
     nb = execute_mod.execute(path, timeout=TIMEOUT_S)  # raises CellExecutionError on failure
