@@ -21,9 +21,9 @@ import pytest
 from butifarra_env.cards import N_CARDS, SUIT_MASK, cards_of
 from butifarra_env.errors import IllegalActionError
 from butifarra_env.game import Game
-from butifarra_env.sampling import deal_consistent, known_absent
 from butifarra_env.options import Options
 from butifarra_env.rules import DEAL_ORDER, random_deal
+from butifarra_env.sampling import deal_consistent, known_absent
 
 ROOT = Path(__file__).resolve().parents[2]
 
