@@ -60,6 +60,11 @@ def as_agent(obj: object, name: str | None = None) -> Agent:
         raise ValueError(f"name must be a non-empty string or None, got {name!r}")
     if isinstance(obj, Agent):
         return obj if name is None or name == obj.name else PolicyAgent(obj, name)
+    if isinstance(obj, type):
+        raise ValueError(
+            f"as_agent got the class {obj.__name__}, not an object: pass an instance, "
+            f"e.g. {obj.__name__}()"
+        )
     if _method(obj, "act") or _method(obj, "act_batch"):
         return PolicyAgent(obj, name)
     if _method(obj, "predict"):
