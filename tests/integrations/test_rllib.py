@@ -1,0 +1,370 @@
+"""Ray RLlib: the adapters (observation keys and dtypes RLlib's action-masking modules read,
+hands namespaced per slot, bulk episodes equal to RLlib's own) and the training command
+(a couple of PPO iterations on a local Ray, export played by the arena, resume after a crash,
+one-line errors, runs never overwritten)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray.rllib")
+
+import ray  # noqa: E402
+import torch  # noqa: E402
+from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec  # noqa: E402
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec  # noqa: E402
+from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner  # noqa: E402
+from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (  # noqa: E402
+    ActionMaskingTorchRLModule,
+)
+
+from agents.arena import duel  # noqa: E402
+from agents.registry import make_agent  # noqa: E402
+from butifarra_env.actions import random_legal_actions  # noqa: E402
+from butifarra_env.batched import BatchedEnv  # noqa: E402
+from butifarra_env.integrations.rllib import (  # noqa: E402
+    MASK_KEY,
+    OBS_KEY,
+    SHARED_POLICY,
+    BatchedHandsEnv,
+    BatchedHandsEnvRunner,
+    PettingZooHandEnv,
+    agent_id,
+    parse_agent_id,
+    shared_policy_mapping,
+)
+from train import rllib_ppo  # noqa: E402
+from train.rllib_ppo import ActorCriticModule, LeagueMapping, Settings  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- adapters
+def test_pettingzoo_hand_env_gives_the_keys_and_dtypes_of_rllib_masking_modules() -> None:
+    env = PettingZooHandEnv({"seed": 3, "reward_scale": 0.5})
+    obs, _ = env.reset()
+    rng = np.random.default_rng(0)
+    total: dict[str, float] = {}
+    for _ in range(200):
+        (aid, o), *rest = obs.items()
+        assert not rest and set(o) == {OBS_KEY, MASK_KEY}
+        assert o[OBS_KEY].dtype == np.float32 and o[OBS_KEY].shape == (491,)
+        assert o[MASK_KEY].dtype == np.float32 and o[MASK_KEY].shape == (56,)
+        assert env.observation_space[aid].contains(o)
+        action = int(random_legal_actions(o[MASK_KEY][None].astype(np.int8), rng)[0])
+        obs, rewards, terminateds, _, _ = env.step({aid: action})
+        for a, r in rewards.items():
+            total[a] = total.get(a, 0.0) + r
+        if terminateds["__all__"]:
+            break
+    assert terminateds["__all__"] and set(obs) == {f"player_{s}" for s in range(4)}
+    assert sum(total.values()) == 0.0 and any(total.values())  # zero-sum, scored
+    assert total["player_0"] == total["player_2"] == -total["player_1"]
+
+
+def test_batched_hands_env_plays_each_slot_as_butifarra_v0_does() -> None:
+    """Namespaced agents, one mover per hand, each hand's four agents ended once with the
+    engine's rewards (the same seed and actions on a bare BatchedEnv give the same)."""
+    n, seed = 3, 11
+    env = BatchedHandsEnv({"num_hands": n, "seed": seed, "obs_dtype": "uint8"})
+    engine = BatchedEnv(n, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    e_obs, e_mask, e_seat = engine.reset(seed=seed)
+    rng = np.random.default_rng(1)
+    ended: dict[str, float] = {}
+    live = np.ones(n, bool)
+    while True:
+        expected = {agent_id(h, int(e_seat[h])) for h in np.flatnonzero(live)}
+        assert set(obs) - set(ended) == expected
+        for h in np.flatnonzero(live):
+            o = obs[agent_id(h, int(e_seat[h]))]
+            assert o[OBS_KEY].dtype == np.uint8 and (o[OBS_KEY] == e_obs[h]).all()
+            assert (o[MASK_KEY] == e_mask[h]).all()
+        actions = random_legal_actions(e_mask, rng)
+        obs, rewards, terminateds, _, _ = env.step(
+            {agent_id(h, int(e_seat[h])): int(actions[h]) for h in np.flatnonzero(live)}
+        )
+        e_obs, e_mask, e_seat, e_rew, done = engine.step(actions)
+        for h in np.flatnonzero(done & live):
+            for s in range(4):
+                aid = agent_id(h, s)
+                assert aid not in ended and terminateds[aid]
+                assert rewards[aid] == e_rew[h, s] and not obs[aid][OBS_KEY].any()
+                ended[aid] = rewards[aid]
+        live &= ~done
+        if terminateds["__all__"]:
+            break
+    assert not live.any() and len(ended) == 4 * n
+    assert parse_agent_id("h12_player_3") == (12, 3) and parse_agent_id("player_1") == (0, 1)
+    for bad in ("h_player_1", "player_4", "hx_player_0", "seat_0"):
+        with pytest.raises(ValueError, match="not a Butifarra agent id"):
+            parse_agent_id(bad)
+    with pytest.raises(ValueError, match="num_hands"):
+        BatchedHandsEnv({"num_hands": 0})
+    with pytest.raises(ValueError, match="obs_dtype"):
+        BatchedHandsEnv({"obs_dtype": "int64"})
+
+
+def _runner_config(runner_cls: type, seed: int = 5) -> Any:
+    spec = RLModuleSpec(module_class=ActorCriticModule, model_config={"hidden": 32, "layers": 1})
+    return (
+        PPOConfig()
+        .environment(
+            BatchedHandsEnv,
+            env_config={"num_hands": 1, "reward_scale": 0.1},
+            disable_env_checking=True,  # RLlib's checker steps random (illegal) actions
+        )
+        .env_runners(num_env_runners=0, env_runner_cls=runner_cls)
+        .multi_agent(policies={SHARED_POLICY}, policy_mapping_fn=shared_policy_mapping)
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={SHARED_POLICY: spec}))
+        .debugging(seed=seed)
+    )
+
+
+def _episode_data(episode: Any) -> dict[str, Any]:
+    """What the learner reads from an episode, agent by agent."""
+    out: dict[str, Any] = {"env_t": episode.env_t, "done": episode.is_terminated}
+    for aid, sa in episode.agent_episodes.items():
+        out[aid] = {
+            "obs": np.asarray(sa.get_observations()[OBS_KEY]),
+            "mask": np.asarray(sa.get_observations()[MASK_KEY]),
+            "actions": np.asarray(sa.get_actions()),
+            "rewards": np.asarray(sa.get_rewards(), np.float32),
+            "logp": np.asarray(sa.get_extra_model_outputs("action_logp")),
+            "terminated": sa.is_terminated,
+            "module": sa.module_id,
+            "env_t_to_agent_t": list(episode.env_t_to_agent_t[aid].data),
+        }
+    return out
+
+
+def test_bulk_episodes_equal_rllib_runner_episodes() -> None:
+    """The same deal and greedy play through RLlib's MultiAgentEnvRunner (step by step) and
+    BatchedHandsEnvRunner (bulk) give the same episode, field by field."""
+    ref_runner = MultiAgentEnvRunner(config=_runner_config(MultiAgentEnvRunner))
+    fast_runner = BatchedHandsEnvRunner(config=_runner_config(BatchedHandsEnvRunner))
+    fast_runner.module.set_state(ref_runner.module.get_state())
+    (ref,) = ref_runner.sample(num_episodes=1, explore=False)
+    fast = fast_runner.sample(num_episodes=1, explore=False)
+    a, b = _episode_data(ref), _episode_data(fast[0])
+    assert set(a) == set(b) and a["done"] and a["env_t"] == b["env_t"] > 48
+    for aid in (agent_id(0, s) for s in range(4)):
+        for key, value in a[aid].items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_allclose(b[aid][key], value, rtol=1e-6, err_msg=f"{aid} {key}")
+            else:
+                assert b[aid][key] == value, (aid, key)
+        assert a[aid]["rewards"][-1] != 0 and not a[aid]["rewards"][:-1].any()
+    ref_runner.stop()
+    fast_runner.stop()
+
+
+def test_league_mapping_keeps_a_hand_together() -> None:
+    class Episode:
+        def __init__(self, i: int) -> None:
+            self.id_ = f"ep{i}"
+
+    rule_only = LeagueMapping((0.0, 0.0, 1.0), snapshots=2, seed=0)
+    teams = []
+    for i in range(40):
+        ep = Episode(i)
+        mods = [rule_only(agent_id(7, s), ep) for s in range(4)]
+        assert mods[0] == mods[2] != mods[1] == mods[3]
+        assert sorted({mods[0], mods[1]}) == [rllib_ppo.RULE_POLICY, SHARED_POLICY]
+        teams.append(mods[0] == SHARED_POLICY)
+    assert 0 < sum(teams) < 40  # the learner sits on both teams
+    self_only = LeagueMapping((1.0, 0.0, 0.0), snapshots=2, seed=0)
+    assert {self_only(agent_id(0, s), Episode(0)) for s in range(4)} == {SHARED_POLICY}
+
+
+# ----------------------------------------------------------------------------- CLI checks
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--epochs", "0"], "--epochs must be an integer >= 1"),
+        (["--lr", "-1"], "--lr must be a finite number > 0"),
+        (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+        (["--iterations", "0", "--minutes", "0"], "the run never ends"),
+        (["--opp-self", "0", "--opp-snapshot", "0", "--opp-rule", "0"], "cannot all be 0"),
+        (["--minibatch", "9000", "--train-batch", "8192"], "must not exceed --train-batch"),
+        (["--env-path", "slow"], "invalid choice"),
+        (["--num-hands", "many"], "invalid int value"),
+        (["--frobnicate"], "unrecognized arguments"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        rllib_ppo.main(["--run-dir", str(tmp_path), *argv])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_existing_run_is_refused_without_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "mine"
+    run.mkdir()
+    (run / "settings.json").write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        rllib_ppo.main(["--run-dir", str(tmp_path), "--run-name", "mine"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--resume" in err and err.count("\n") == 1
+    assert [p.name for p in run.iterdir()] == ["settings.json"]
+    assert (run / "settings.json").read_text() == "{}"
+
+
+# ----------------------------------------------------------------------------- training
+@pytest.fixture(scope="module")
+def local_ray() -> Any:
+    """One small local Ray on 127.0.0.1 for the training tests; shut down afterwards."""
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=128 * 2**20,
+        _node_ip_address="127.0.0.1",
+        logging_level="ERROR",
+        log_to_driver=False,
+    )
+    yield
+    ray.shutdown()
+
+
+TINY = [
+    "--num-env-runners", "1", "--num-hands", "8", "--train-batch", "512", "--minibatch", "256",
+    "--epochs", "1", "--hidden", "32", "--layers", "1", "--snapshots", "1",
+    "--snapshot-every", "2", "--checkpoint-every", "1", "--eval-every", "2", "--eval-deals", "4",
+    "--minutes", "0",
+]  # fmt: skip
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    import csv
+
+    with open(run / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_training_exports_an_agent_and_resumes_after_a_crash(
+    local_ray: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["--run-dir", str(tmp_path), "--run-name", "r", *TINY]
+    run = tmp_path / "r"
+    rllib_ppo.main([*base, "--iterations", "2"])
+    rows = _rows(run)
+    assert [r["iteration"] for r in rows] == ["1", "2"]
+    assert all(float(r["decisions"]) > 0 and float(r["decisions_per_s"]) > 0 for r in rows)
+    assert rows[0]["eval_rule_mean"] == "" and rows[1]["eval_rule_mean"] != ""
+    progress = json.loads((run / "checkpoint" / "butifarra_progress.json").read_text())
+    previous = json.loads((run / "checkpoint.prev" / "butifarra_progress.json").read_text())
+    assert (progress["iteration"], previous["iteration"]) == (2, 1)
+    assert list(run.glob("events.out.tfevents.*"))
+    agent = make_agent(f"ppo:{run / 'export.pt'}")  # the arena's own loader
+    assert agent.info["update"] == 2 and agent.model.arch["hidden"] == 32
+    weights_2 = {k: v.clone() for k, v in agent.model.state_dict().items()}
+    assert duel(agent, "rule", n_deals=3, seed=0).pair_means.shape == (3,)
+
+    # A crash in iteration 4 (after iteration 3 was checkpointed) ...
+    real_train = rllib_ppo.Algorithm.train
+    calls = {"n": 0}
+
+    def crash_on_second(self: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("simulated crash")
+        return real_train(self)
+
+    monkeypatch.setattr(rllib_ppo.Algorithm, "train", crash_on_second)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        rllib_ppo.main([*base, "--iterations", "5", "--resume"])
+    monkeypatch.setattr(rllib_ppo.Algorithm, "train", real_train)
+    assert (
+        json.loads((run / "checkpoint" / "butifarra_progress.json").read_text())["iteration"] == 3
+    )
+    # ... and the resumed run continues from its checkpoint, with its own settings; Ctrl-C
+    # after its first iteration saves that iteration and says how to resume.
+    real_iteration = rllib_ppo.Run._one_iteration
+
+    def then_ctrl_c(self: Any, *args: Any) -> Any:
+        metrics = real_iteration(self, *args)
+        os.kill(os.getpid(), signal.SIGINT)
+        return metrics
+
+    monkeypatch.setattr(rllib_ppo.Run, "_one_iteration", then_ctrl_c)
+    with pytest.raises(SystemExit) as exc:
+        rllib_ppo.main([*base, "--iterations", "9", "--resume", "--epochs", "3"])
+    assert exc.value.code == 130
+    err = capsys.readouterr().err
+    assert "saved iteration 4" in err and "--resume" in err
+    assert [r["iteration"] for r in _rows(run)] == ["1", "2", "3", "4"]
+    assert json.loads((run / "settings.json").read_text())["epochs"] == 1
+    resumed = make_agent(f"ppo:{run / 'export.pt'}")
+    assert resumed.info["update"] == 4
+    assert any(  # trained further: the export is not the iteration-2 one
+        not torch.equal(a, b)
+        for a, b in zip(resumed.model.state_dict().values(), weights_2.values(), strict=True)
+    )
+
+
+def test_snapshots_and_export_follow_the_learner(local_ray: Any) -> None:
+    """Snapshot modules get the learner's shared weights on the runners too, and the exported
+    model is the learner's (not a stale env-runner copy)."""
+    s = Settings(
+        num_env_runners=1, num_hands=8, train_batch=256, minibatch=128, epochs=1, hidden=16,
+        layers=1, snapshots=1, eval_every=0,
+    )  # fmt: skip
+    algo = rllib_ppo.build_config(s).build_algo()
+    try:
+        algo.train()
+        shared = rllib_ppo.learner_weights(algo, SHARED_POLICY)
+        before = rllib_ppo.learner_weights(algo, "snapshot_0")
+        assert any(not np.array_equal(shared[k], before[k]) for k in shared)
+        rllib_ppo.copy_module(algo, SHARED_POLICY, ["snapshot_0"])
+        on_runner = algo.env_runner_group.foreach_env_runner(
+            lambda r: r.module["snapshot_0"].get_state(), local_env_runner=False
+        )[0]
+        for k, v in shared.items():
+            np.testing.assert_array_equal(rllib_ppo.learner_weights(algo, "snapshot_0")[k], v)
+            np.testing.assert_array_equal(on_runner[k], v)
+        net = rllib_ppo.shared_model(algo, s)
+        for k, v in net.state_dict().items():
+            np.testing.assert_array_equal(v.numpy(), shared["net." + k])
+    finally:
+        algo.stop()
+
+
+def test_rllib_masking_module_trains_on_the_pettingzoo_adapter(local_ray: Any) -> None:
+    """The setup of the issue (PettingZooEnv + RLlib's action-masking module), which failed
+    with KeyError 'observations' and then a Byte/Float matmul, trains through the adapter."""
+    config = (
+        PPOConfig()
+        .environment(PettingZooHandEnv, env_config={"reward_scale": 1 / 36, "seed": 0})
+        .env_runners(num_env_runners=0)
+        .multi_agent(policies={"p"}, policy_mapping_fn=lambda aid, *a, **k: "p")
+        .rl_module(
+            rl_module_spec=MultiRLModuleSpec(
+                rl_module_specs={"p": RLModuleSpec(module_class=ActionMaskingTorchRLModule)}
+            )
+        )
+        .training(train_batch_size_per_learner=256, minibatch_size=128, num_epochs=1)
+    )
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert result["env_runners"]["num_env_steps_sampled"] >= 256
+    assert np.isfinite(result["learners"]["p"]["policy_loss"])
