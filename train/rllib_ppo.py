@@ -95,7 +95,7 @@ class Settings:
     run_name: str | None = None
     """Folder under run_dir; default rllib_ppo_s{seed}. --resume continues it."""
     run_dir: str = "runs"
-    """Where runs live."""
+    """Where runs live (RUN_DIR/NAME/: checkpoints, export, metrics, TensorBoard)."""
     seed: int = 1
     """Seeds RLlib (torch, numpy, env runners), the deals and the opponent draws."""
     address: str | None = None
@@ -615,8 +615,9 @@ def iteration_metrics(result: Mapping[str, Any], reward_scale: float) -> dict[st
 
 # ----------------------------------------------------------------------------- the loop
 class Run:
-    """One run: checks and run folder (:meth:`prepare`), then :meth:`train` in a Ray
-    session. Every check happens before anything is written."""
+    """One run. The constructor checks everything (flags, run folder, checkpoints, export
+    path, budget) and raises RunRefused before anything is written; :meth:`train` then runs
+    in the caller's Ray session."""
 
     def __init__(self, s: Settings) -> None:
         s.validate()
