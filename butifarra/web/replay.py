@@ -75,6 +75,21 @@ def _action_key(key: object) -> int | None:
     return None
 
 
+def contract_state(game: Game) -> dict[str, Any]:
+    """The contract and the running count, as the page shows them (every seat may see it):
+    shared by the play table and the replay frames."""
+    return {
+        "trump": None if game.trump == TRUMP_UNSET else game.trump,
+        "chooser": game.chooser if game.chooser >= 0 else None,
+        "delegated": game.delegated,
+        "level": game.level,
+        "level_name": DOUBLING_NAMES[game.level] if game.level else None,
+        "multiplier": game.multiplier if game.trump != TRUMP_UNSET else None,
+        "team_points": list(game.team_points),
+        "team_tricks": list(game.team_tricks),
+    }
+
+
 def _frame(game: Game, last: tuple[int, int] | None, probs: dict[str, float] | None) -> dict:
     """One snapshot: everything at this point of the hand, all hands visible."""
     trick = [c if c >= 0 else None for c in game.trick_cards]
@@ -94,14 +109,7 @@ def _frame(game: Game, last: tuple[int, int] | None, probs: dict[str, float] | N
         "to_move": game.to_move if not game.is_over else None,
         "legal": game.legal_actions(),
         "probs": probs,
-        "trump": None if game.trump == TRUMP_UNSET else game.trump,
-        "chooser": game.chooser if game.chooser >= 0 else None,
-        "delegated": game.delegated,
-        "level": game.level,
-        "level_name": DOUBLING_NAMES[game.level] if game.level else None,
-        "multiplier": game.multiplier if game.trump != TRUMP_UNSET else None,
-        "team_points": list(game.team_points),
-        "team_tricks": list(game.team_tricks),
+        **contract_state(game),
         "n_tricks": len(game.tricks),
     }
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from agents.base import Agent
 from agents.stats import mean_ci
+from butifarra.web.replay import contract_state
 from butifarra_env.actions import (
     BUTIFARRA,
     DELEGATE,
@@ -47,7 +48,6 @@ from butifarra_env.rules import (
     N_SEATS,
     NO_TRUMP,
     PHASE_NAMES,
-    TRUMP_UNSET,
     Match,
     draw_dealer,
     multiplier,
@@ -211,14 +211,7 @@ def public_state(game: Game) -> dict[str, Any]:
         "phase": PHASE_NAMES[game.phase],
         "to_move": game.to_move,
         "dealer": game.dealer,
-        "trump": None if game.trump == TRUMP_UNSET else game.trump,
-        "chooser": game.chooser if game.chooser >= 0 else None,
-        "delegated": game.delegated,
-        "level": game.level,
-        "level_name": DOUBLING_NAMES[game.level] if game.level else None,
-        "multiplier": game.multiplier if game.trump != TRUMP_UNSET else None,
-        "team_points": list(game.team_points),
-        "team_tricks": list(game.team_tricks),
+        **contract_state(game),
         "counts": [bin(h).count("1") for h in game.hands],
         "trick": trick,
         "trick_leader": game.trick_leader if game.trick_leader >= 0 else None,
