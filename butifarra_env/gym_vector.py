@@ -45,7 +45,6 @@ render a ``SingleAgentEnv`` to watch a hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
@@ -57,7 +56,7 @@ from butifarra_env.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.batched import BatchedEnv
 from butifarra_env.env import seat_observation_space
 from butifarra_env.observation import OBS_SIZE, scale_vector
-from butifarra_env.policy import BatchPolicy
+from butifarra_env.policy import BatchPolicy, seat_policies
 from butifarra_env.rules import N_SEATS
 from butifarra_env.validate import check_int, check_obs_format, check_reward_scale, check_seat
 
@@ -111,7 +110,12 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}
         self.reward_scale = check_reward_scale(reward_scale)
         self.obs_format = check_obs_format(obs_format)
-        self._policies = _resolve_opponents(opponents, self.seat)
+        self._policies = seat_policies(
+            opponents,
+            self.seat,
+            _is_batch_policy,
+            "act_batch(observations, action_masks) or be callable on batches",
+        )
         self._groups = _groups(self._policies)
         # Raw integer rewards from the engine, scaled here in float64: the single env's values.
         self.engine = BatchedEnv(self.num_envs, keep_final_obs=True, **options)
@@ -280,37 +284,6 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
             "final_info": {"action_mask": masks, "_action_mask": ended.copy()},
             "_final_info": ended.copy(),
         }
-
-
-def _resolve_opponents(opponents: Any, seat: int) -> dict[int, Any]:
-    """Seat -> batched policy (None: uniformly random legal) for the three other seats."""
-    others = [s for s in range(N_SEATS) if s != seat]
-    if opponents is None or _is_batch_policy(opponents):
-        return dict.fromkeys(others, opponents)
-    if isinstance(opponents, Mapping):
-        if sorted(opponents) != others:
-            raise ValueError(f"opponents mapping must have exactly the seats {others}")
-        policies = dict(opponents)
-    else:
-        try:
-            listed = list(opponents)
-        except TypeError:
-            raise ValueError(
-                f"opponents must be None, a batched policy, three of them or a mapping seat -> "
-                f"policy, got {opponents!r}"
-            ) from None
-        if len(listed) != 3:
-            raise ValueError(
-                f"opponents must be one policy or three (for seats {others}), got {len(listed)}"
-            )
-        policies = dict(zip(others, listed, strict=True))
-    for s, p in policies.items():
-        if p is not None and not _is_batch_policy(p):
-            raise ValueError(
-                f"opponent for seat {s} must have act_batch(observations, action_masks) or be "
-                f"callable on batches, got {p!r}"
-            )
-    return policies
 
 
 def _is_batch_policy(obj: object) -> bool:

@@ -25,7 +25,7 @@ from butifarra_env.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.env import AGENTS, raw_env, seat_observation_space
 from butifarra_env.game import Game
 from butifarra_env.observation import scale_vector
-from butifarra_env.policy import Policy, PolicyFn, is_policy
+from butifarra_env.policy import Policy, PolicyFn, is_policy, seat_policies
 from butifarra_env.render import render_text
 from butifarra_env.rules import N_SEATS
 from butifarra_env.validate import RENDER_MODES, check_action, check_obs_format, check_render_mode
@@ -81,34 +81,12 @@ class SingleAgentEnv(gymnasium.Env):
         self.agent = AGENTS[seat]
         self.illegal_action = illegal_action
         self._illegal_reward = -float(self._aec.game_options.worst_hand_loss) * reward_scale
-        self._policies = self._resolve_opponents(opponents)
+        self._policies: dict[int, Policy | PolicyFn | None] = seat_policies(
+            opponents, seat, is_policy, "act(observation, action_mask) or be callable"
+        )
         self._interrupted: str | None = None  # why the hand stopped between two decisions
         self.observation_space = seat_observation_space(self.obs_format)
         self.action_space = gymnasium.spaces.Discrete(N_ACTIONS)
-
-    def _resolve_opponents(self, opponents: Any) -> dict[int, Policy | PolicyFn | None]:
-        others = [s for s in range(N_SEATS) if s != self.seat]
-        if opponents is None or is_policy(opponents):
-            return dict.fromkeys(others, opponents)
-        if isinstance(opponents, Mapping):
-            if sorted(opponents) != others:
-                raise ValueError(f"opponents mapping must have exactly the seats {others}")
-            policies = dict(opponents)
-        else:
-            opponents = list(opponents)
-            if len(opponents) != 3:
-                raise ValueError(
-                    f"opponents must be one policy or three (for seats {others}), "
-                    f"got {len(opponents)}"
-                )
-            policies = dict(zip(others, opponents, strict=True))
-        for s, p in policies.items():
-            if p is not None and not is_policy(p):
-                raise ValueError(
-                    f"opponent for seat {s} must have act(observation, action_mask) or be "
-                    f"callable, got {p!r}"
-                )
-        return policies
 
     @property
     def game(self) -> Game:
