@@ -34,16 +34,18 @@ import numpy as np
 
 from agents.adapters import as_agent
 from agents.base import Agent
+from agents.deal_sets import Deal
 from agents.registry import make_agent
 from agents.stats import mean_ci, t_quantile
 from butifarra_env.actions import N_ACTIONS, action_name, masks_from_bits
+from butifarra_env.cards import ALL_CARDS, N_CARDS, N_TRICKS, cards_of
 from butifarra_env.fileio import atomic_write_text
 from butifarra_env.game import Game
 from butifarra_env.observation import PERMUTATION, Observer
 from butifarra_env.options import Options
 from butifarra_env.record import append_records, check_record_file, game_record
 from butifarra_env.rules import PHASE_NAMES, Match, draw_dealer, random_deal
-from butifarra_env.validate import check_int
+from butifarra_env.validate import check_deal, check_int, is_int
 
 CHUNK_DEALS = 64
 """Deals per unit of work. Results depend on it (agent reseeding), never on ``workers``."""
@@ -67,7 +69,7 @@ MATCH_HAND_FIELDS = (*HAND_FIELDS, "hand_number", "match_score_a", "match_score_
 """Columns of :attr:`MatchStats.hands`: :data:`HAND_FIELDS` (``deal`` is the match index)
 plus the hand's number in its match and the match scores before it, from A's side."""
 
-DealFn = Callable[[np.random.Generator], tuple[int, list[int]]]
+DealFn = Callable[[np.random.Generator], Deal]
 """``deal_fn(rng) -> (dealer, four hand bitmasks)``; must be a module-level function
 (picklable) when ``workers > 1``."""
 
@@ -314,16 +316,19 @@ def _play_deal_chunk(
     deal_fn: DealFn,
     options: Options,
     log_names: LogNames = None,
+    fixed: Sequence[Deal] | None = None,
 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Play deals [chunk*CHUNK_DEALS, ...) twice each; one row per hand (HAND_FIELDS), and
-    the hands' game records when ``log_names`` are given."""
+    the hands' game records when ``log_names`` are given. ``fixed``: this chunk's deals, in
+    order (instead of ``deal_fn``)."""
     for i, agent in enumerate(agents):
         agent.reset(int(_chunk_seed(seed, 0, chunk, 1 + i).generate_state(1)[0]))
     first = chunk * CHUNK_DEALS
-    deals = {
-        d: deal_fn(np.random.default_rng(_chunk_seed(seed, 0, d, 0)))
-        for d in range(first, min(first + CHUNK_DEALS, n_deals))
-    }
+    indices = range(first, min(first + CHUNK_DEALS, n_deals))
+    if fixed is not None:
+        deals = {d: fixed[d - first] for d in indices}
+    else:
+        deals = {d: deal_fn(np.random.default_rng(_chunk_seed(seed, 0, d, 0))) for d in indices}
     tables = [_Table(_seatings(swapped), (d, swapped)) for d in deals for swapped in (0, 1)]
 
     def next_game(t: _Table) -> Game | None:
@@ -667,6 +672,56 @@ def _check_picklable(deal_fn: DealFn, workers: int, chunked: bool) -> None:
             ) from None
 
 
+def _check_deals(deals: object, n_deals: int, n_matches: int, deal_fn: object) -> list[Deal] | None:
+    """Fixed deals for :func:`duel`: a list or tuple of at least ``n_deals`` entries
+    ``(dealer, four hand bitmasks)``, each a legal deal (the first ``n_deals`` are checked
+    and returned as plain ints)."""
+    if deals is None:
+        return None
+    if not isinstance(deals, (list, tuple)):
+        raise ValueError(
+            "deals must be a list of (dealer, four hand bitmasks) or None, got "
+            f"{type(deals).__name__}"
+        )
+    if n_deals > len(deals):
+        raise ValueError(f"n_deals must be at most len(deals) = {len(deals)}, got {n_deals}")
+    if n_matches:
+        raise ValueError(
+            "deals fixes single hands; matches deal their own cards: give deals or n_matches, "
+            "not both"
+        )
+    if deal_fn is not uniform_deal:
+        raise ValueError("give deals or deal_fn, not both")
+    return [_check_fixed_deal(i, deals[i]) for i in range(n_deals)]
+
+
+def _check_fixed_deal(i: int, entry: object) -> Deal:
+    if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+        raise ValueError(f"deals[{i}] must be (dealer, four hand bitmasks), got {entry!r:.80}")
+    dealer, hands = entry
+    if (
+        not isinstance(hands, (list, tuple, np.ndarray))
+        or len(hands) != 4
+        or not all(is_int(h) and 0 <= int(h) < 1 << N_CARDS for h in hands)
+    ):
+        raise ValueError(
+            f"deals[{i}]: the hands must be four card bitmasks (ints 0 to 2**48 - 1), "
+            f"got {hands!r:.80}"
+        )
+    masks = [int(h) for h in hands]
+    if (
+        is_int(dealer)
+        and 0 <= dealer < 4
+        and all(m.bit_count() == N_TRICKS for m in masks)
+        and masks[0] | masks[1] | masks[2] | masks[3] == ALL_CARDS
+    ):  # the common case, fast: 4 x 12 cards covering the deck are 4 disjoint hands
+        return int(dealer), masks
+    try:  # the one input check, for its message
+        return check_deal(dealer, [cards_of(m) for m in masks])
+    except ValueError as e:
+        raise ValueError(f"deals[{i}]: {e}") from None
+
+
 def _check_names(names: object) -> tuple[str, str] | None:
     if names is None:
         return None
@@ -692,9 +747,15 @@ def duel(
     options: Options | None = None,
     names: tuple[str, str] | None = None,
     records_path: str | os.PathLike[str] | None = None,
+    deals: Sequence[Deal] | None = None,
 ) -> DuelResult:
     """Play ``n_deals`` duplicate deals (and optionally ``n_matches`` duplicate matches to
     ``target_score``) between two agents; results depend only on the seed and the agents.
+
+    ``deals`` fixes the cards: deal ``i`` of the run is ``deals[i]`` (``(dealer, four hand
+    bitmasks)``, e.g. a shipped deal set from :func:`agents.deal_sets.load_deal_set`);
+    ``n_deals`` must be at most ``len(deals)`` and ``deal_fn`` and ``n_matches`` are then
+    left at their defaults. The seed still seeds the agents.
 
     ``names`` labels the two sides in the result (default: the agents' ``name``).
     ``records_path`` appends every hand played (both seatings, matches too) to that JSON
@@ -713,7 +774,8 @@ def duel(
     n_matches = check_int("n_matches", n_matches, 0)
     target_score = check_int("target_score", target_score, 1)
     names = _check_names(names)
-    _check_picklable(deal_fn, workers, max(n_deals, n_matches) > CHUNK_DEALS)
+    fixed = _check_deals(deals, n_deals, n_matches, deal_fn)
+    _check_picklable(deal_fn, workers, fixed is None and max(n_deals, n_matches) > CHUNK_DEALS)
     a = resolve_agent(agent_a, seed, "agent_a")
     b = resolve_agent(agent_b, seed, "agent_b")
     path = _records_file(records_path)
@@ -721,7 +783,18 @@ def duel(
     name_a, name_b = names or (a.name, b.name)
     log_names = None if path is None else (name_a, name_b)
     n_chunks = math.ceil(n_deals / CHUNK_DEALS)
-    jobs = [(seed, c, n_deals, deal_fn, options, log_names) for c in range(n_chunks)]
+    jobs = [
+        (
+            seed,
+            c,
+            n_deals,
+            deal_fn,
+            options,
+            log_names,
+            None if fixed is None else fixed[c * CHUNK_DEALS : (c + 1) * CHUNK_DEALS],
+        )
+        for c in range(n_chunks)
+    ]
     units = [min(CHUNK_DEALS, n_deals - c * CHUNK_DEALS) for c in range(n_chunks)]
     parts = _map_chunks(
         _play_deal_chunk,
@@ -973,6 +1046,7 @@ def hands_csv(result: DuelResult) -> str:
 __all__ = [
     "CHUNK_DEALS",
     "AgentError",
+    "Deal",
     "HAND_FIELDS",
     "MATCH_HAND_FIELDS",
     "DuelResult",

@@ -1,13 +1,14 @@
-"""The ``butifarra`` command: ``demo`` (the README's main job), ``arena`` (compare agents)
-and ``play`` (a person vs agents).
+"""The ``butifarra`` command: ``demo`` (the README's main job), ``arena`` (compare agents),
+``eval`` (the evaluation protocol's result card) and ``play`` (a person vs agents).
 
 Each subcommand registers itself with ``add_*_parser(subparsers)`` and runs through the
 ``func`` it sets, so adding a subcommand is one more pair of functions. Bad input (unknown
 agent, unloadable checkpoint, a count out of range, a file that must not be overwritten)
 ends with one line on stderr naming the argument, and exit status 2, never a traceback;
 every argument and output file is checked before any work starts. The programs themselves
-are :mod:`butifarra.demo`, :mod:`butifarra.play` and :mod:`agents.arena`, imported when
-their subcommand runs.
+are :mod:`butifarra.demo`, :mod:`butifarra.play`, :mod:`agents.arena` and
+:mod:`agents.evaluation`, imported when their subcommand runs. ``butifarra --version`` prints
+the package version (one source: ``butifarra_env.__version__``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, NoReturn
 from agents.base import Agent
 from agents.registry import agent_names, make_agent
 from butifarra.web.serve import add_serve_parser
+from butifarra_env import __version__
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -307,6 +309,128 @@ def run_arena(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- eval
+def add_eval_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="evaluate an agent against the reference panel on a fixed deal set",
+        description=(
+            "The evaluation protocol (docs/evaluation.md): AGENT plays duplicate deals of a "
+            "shipped deal set against each panel member (random, rule, ppo, search) and a "
+            "result card is printed: points per hand with a 95% CI, hands won, mean "
+            "multiplier, how often it declares, delegates and doubles and with what result, "
+            "decision time. Exit status 1 when an opponent's evaluation failed (the others "
+            "are still played and shown)."
+        ),
+    )
+    p.add_argument(
+        "agent",
+        metavar="AGENT",
+        help=f"agent spec: {', '.join(agent_names())} (ppo:PATH for a checkpoint)",
+    )
+    p.add_argument(
+        "--deal-set",
+        default="test",
+        metavar="SET",
+        help="deal set: test (10,000 deals, for reported numbers) or dev (2,000; default test)",
+    )
+    p.add_argument(
+        "-n",
+        "--deals",
+        type=int_in(0, MAX_DEALS),  # 1 to the size of the set: checked with the set
+        default=None,
+        help="play the first N deals of the set (default: all of them)",
+    )
+    p.add_argument(
+        "--seed", type=int_in(0, MAX_SEED), default=0, help=f"seed 0-{MAX_SEED} (default 0)"
+    )
+    p.add_argument(
+        "--workers",
+        type=int_in(0, MAX_WORKERS),
+        default=0,
+        help="processes; 0 = all cores (default); results do not depend on it",
+    )
+    p.add_argument(
+        "--panel",
+        default=None,
+        metavar="A,B",
+        help="play only these panel members, e.g. random,rule (default: the whole panel)",
+    )
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the card as JSON to FILE (an existing file is never overwritten)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from agents.deal_sets import DEAL_SETS
+    from agents.evaluation import PANEL, Interrupted, evaluate
+
+    if args.deal_set not in DEAL_SETS:
+        raise CLIError(
+            f"argument --deal-set: expected one of {', '.join(DEAL_SETS)}, "
+            f"got {shown(args.deal_set)}"
+        )
+    info = DEAL_SETS[args.deal_set]
+    if args.deals is not None and not 1 <= args.deals <= info.n_deals:
+        raise CLIError(
+            f"argument --deals: the {info.label} deal set has {info.n_deals} deals; expected "
+            f"an integer from 1 to {info.n_deals}, got {args.deals}"
+        )
+    panel = None
+    if args.panel is not None:
+        panel = [m.strip() for m in args.panel.split(",")]
+        bad = [m for m in panel if m not in PANEL]
+        if bad or len(set(panel)) != len(panel):
+            raise CLIError(
+                f"argument --panel: expected panel members from {', '.join(PANEL)}, each once, "
+                f"separated by commas, got {shown(args.panel)}"
+            )
+    if args.json is not None:
+        if "\0" in args.json or not args.json.strip():
+            raise CLIError(f"argument --json: not a file name: {shown(args.json)}")
+        check_new_file(Path(args.json), "--json")
+    agent = build_agent(args.agent, args.seed, "AGENT")
+    try:
+        card = evaluate(
+            agent,
+            spec=args.agent.strip(),
+            deal_set=args.deal_set,
+            n_deals=args.deals,
+            seed=args.seed,
+            workers=args.workers,
+            progress=not args.no_progress,
+            panel=panel,
+        )
+    except ValueError as e:  # a deal-set file changed or missing: before any hand
+        raise CLIError(str(e)) from None
+    except Interrupted as e:  # Ctrl-C: the opponents finished so far are shown and kept
+        print(e.card.render())
+        _write_card(args.json, e.card.to_json())
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    print(card.render())
+    _write_card(args.json, card.to_json())
+    if card.failed:
+        failed = [*card.errors] + (["decision timing"] if "error" in card.timing else [])
+        print(
+            f"butifarra eval: failed against {', '.join(failed)} (see the card above)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return 0
+
+
+def _write_card(path: str | None, text: str) -> None:
+    if path is not None:
+        written = write_new_files([(path, text)])
+        if written:
+            print(f"wrote {written[0]}")
+
+
 # --------------------------------------------------------------------------- play
 def add_play_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -392,11 +516,16 @@ def run_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="butifarra",
-        description="Butifarra RL environment: demo, arena, terminal play and the browser table.",
+        description=(
+            "Butifarra RL environment: demo, arena, evaluation, terminal play and the browser "
+            "table."
+        ),
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     add_arena_parser(sub)
+    add_eval_parser(sub)
     add_play_parser(sub)
     add_demo_parser(sub)
     add_serve_parser(sub)
