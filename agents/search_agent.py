@@ -27,9 +27,11 @@ import numpy as np
 
 from agents.base import Agent, check_batch
 from agents.double_dummy import Solver
-from butifarra_env.actions import TRUMP_BASE, bits_from_mask
-from butifarra_env.cards import BELOW, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
-from butifarra_env.observation import View, pack_bits
+from butifarra_env.actions import DELEGATE, TRUMP_BASE, bits_from_mask, mask_from_bits
+from butifarra_env.cards import BELOW, N_CARDS, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
+from butifarra_env.game import Game
+from butifarra_env.observation import View, encode, field, field_slice, pack_bits
+from butifarra_env.options import Options
 from butifarra_env.rules import NO_SUIT, PHASE_PLAY, TRUMP_UNSET, legal_cards
 from butifarra_env.rules import WINNERS as _WINNERS
 from butifarra_env.sampling import HiddenDeal, known_absent
@@ -47,6 +49,11 @@ class SearchConfig:
     """Solve exactly once this many tricks (or fewer) are left; roll out before that."""
     bidding: str = "auto"
     """Agent spec for trump choice and doubling: "auto" (ppo if available, else rule)."""
+    infer: int = 4
+    """Bidding inference: draw ``infer`` x ``samples`` deals and keep ``samples`` of them,
+    favouring the deals under which the bidding agent's policy would have chosen trump (and
+    delegated) as the hidden seats did; 0 or 1 = uniform deals (also when the bidding agent
+    has no policy distribution, e.g. the rule-based player)."""
 
     @classmethod
     def parse(cls, text: str | None) -> SearchConfig:
@@ -69,10 +76,10 @@ class SearchConfig:
             except ValueError:
                 raise ValueError(f"search agent option {key}={raw!r} is not a number") from None
         cfg = cls(**values)  # type: ignore[arg-type]
-        if cfg.samples < 1 or cfg.budget < 0 or not 0 <= cfg.endgame <= 12:
+        if cfg.samples < 1 or cfg.budget < 0 or not 0 <= cfg.endgame <= 12 or cfg.infer < 0:
             raise ValueError(
-                "search agent: samples must be >= 1, budget >= 0 seconds, endgame 0-12 tricks; "
-                f"got {cfg}"
+                "search agent: samples must be >= 1, budget >= 0 seconds, endgame 0-12 tricks, "
+                f"infer >= 0; got {cfg}"
             )
         return cfg
 
@@ -108,7 +115,10 @@ class SearchAgent(Agent):
             return int(self.bidding.act(observation, action_mask))
         if not legal & (legal - 1):
             return legal.bit_length() - 1
-        return choose_card(view, legal, self.config, self.rng)
+        prior = None
+        if self.bidding is not None and self.config.infer > 1:
+            prior = BiddingPrior(self.bidding, observation, view).weights
+        return choose_card(view, legal, self.config, self.rng, prior=prior)
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         obs, masks = check_batch(observations, action_masks)
@@ -136,11 +146,15 @@ def choose_card(
     rng: np.random.Generator,
     clock: Callable[[], float] = time.perf_counter,
     stats: SearchStats | None = None,
+    prior: Callable[[Sequence[dict[int, int]]], np.ndarray | None] | None = None,
 ) -> int:
     """The legal card with the best mean result over sampled deals (relative seats: 0 me).
 
     Equivalent cards (same suit and points, nothing still out between them) are scored once.
-    ``clock`` is injectable so the time budget can be tested without real time.
+    ``clock`` is injectable so the time budget can be tested without real time. ``prior``
+    (optional) weighs a pool of ``config.infer`` x ``samples`` consistent deals
+    (:class:`BiddingPrior`); ``samples`` of them are then drawn, without replacement, in
+    proportion to the weights.
     """
     start = clock()
     trick = [
@@ -155,9 +169,10 @@ def choose_card(
     candidates = [g[0] for g in groups]
     totals = dict.fromkeys(candidates, 0)
     tricks_left = view.sizes[0]  # my cards = tricks still to finish, the current one included
+    deals = _draw_deals(hidden, config, rng, prior)
     done = 0
     while done < config.samples:
-        dealt = hidden.sample(rng)
+        dealt = deals[done]
         hands = [view.hand, dealt[1], dealt[2], dealt[3]]
         solver = Solver(view.trump)
         if tricks_left <= config.endgame:
@@ -176,6 +191,91 @@ def choose_card(
         stats.samples, stats.seconds, stats.candidates = done, clock() - start, len(candidates)
     best = max(candidates, key=lambda c: (totals[c], -POINTS[c], -c))
     return min(next(g for g in groups if g[0] == best))  # the lowest of an equivalent group
+
+
+def _draw_deals(
+    hidden: HiddenDeal,
+    config: SearchConfig,
+    rng: np.random.Generator,
+    prior: Callable[[Sequence[dict[int, int]]], np.ndarray | None] | None,
+) -> list[dict[int, int]]:
+    """The ``samples`` deals to search: uniform, or chosen by ``prior`` from a larger pool."""
+    if prior is None or config.infer <= 1:
+        return hidden.sample_many(rng, config.samples)
+    pool = hidden.sample_many(rng, config.samples * config.infer)
+    weights = prior(pool)
+    if weights is None:
+        return pool[: config.samples]
+    keep = rng.choice(len(pool), size=config.samples, replace=False, p=weights / weights.sum())
+    return [pool[i] for i in keep]
+
+
+class BiddingPrior:
+    """How likely a policy makes the bidding the table saw, deal by deal.
+
+    A hidden seat that chose trump (or, as dealer, delegated) told the table something about
+    its cards. For each sampled deal we rebuild that seat's observation at its bidding
+    decision (its sampled hand plus the cards it has played since) and ask the policy how
+    likely the action it took was; the product over those decisions (plus a floor
+    :attr:`FLOOR`, so that no consistent deal is ruled out by a model of the others) is the
+    deal's weight. Observations come from :func:`~butifarra_env.observation.encode` of one
+    rebuilt game, with only the ``hand`` field replaced per deal.
+    """
+
+    FLOOR = 0.02
+
+    def __init__(self, policy: Agent, observation: np.ndarray, view: View) -> None:
+        self.policy = policy
+        self.observation = observation
+        self.view = view
+
+    def weights(self, deals: Sequence[dict[int, int]]) -> np.ndarray | None:
+        view = self.view
+        if view.dealer < 0 or view.chooser < 0 or view.trump == TRUMP_UNSET:
+            return None
+        delegated = bool(field(self.observation, "delegated")[0])
+        steps = [(view.dealer, DELEGATE)] if delegated else []
+        steps.append((view.chooser, TRUMP_BASE + view.trump))
+        if all(seat == 0 for seat, _ in steps):
+            return None  # only my own bidding: nothing to infer
+        initial = [
+            [(deal.get(s, view.hand) if s else view.hand) | view.played[s] for s in range(4)]
+            for deal in deals
+        ]
+        scores = field(self.observation, "match_scores")
+        game = Game(
+            _options(self.observation),
+            view.dealer,
+            list(initial[0]),
+            int(field(self.observation, "hand_number")[0]),
+            (int(scores[0]), int(scores[1])),
+        )
+        weights = np.ones(len(deals))
+        for seat, action in steps:
+            if seat != 0:
+                obs = np.repeat(encode(game, seat)[None], len(deals), axis=0)
+                hands = np.array([h[seat] for h in initial], dtype=np.uint64)
+                obs[:, field_slice("hand")] = (hands[:, None] >> _CARD_SHIFTS) & 1
+                masks = np.repeat(mask_from_bits(game.legal)[None], len(deals), axis=0)
+                probs = self.policy.action_probs_batch(obs, masks)
+                if probs is None:
+                    return None
+                weights *= probs[:, action] + self.FLOOR
+            game.step(action)
+        return weights
+
+
+_CARD_SHIFTS = np.arange(N_CARDS, dtype=np.uint64)
+
+
+def _options(observation: np.ndarray) -> Options:
+    """The game options an observation shows (what bidding observations carry)."""
+    target = int(field(observation, "target_score")[0])
+    return Options(
+        target_score=target or None,
+        max_doubling_level=int(field(observation, "max_doubling_level")[0]),
+        butifarra_base=int(field(observation, "butifarra_base")[0]),
+    )
 
 
 def card_groups(legal: int, in_play: int) -> list[list[int]]:

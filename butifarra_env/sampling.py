@@ -68,6 +68,7 @@ class HiddenDeal:
                 "hold them (every seat has shown a void in their suit)"
             )
         self._counting = False  # set once plain uniform deals kept failing
+        self._dealer: ConsistentDealer | None = None
 
     def sample(self, rng: np.random.Generator) -> dict[int, int]:
         """One uniformly random consistent deal: ``{seat: hand bitmask}``."""
@@ -82,8 +83,34 @@ class HiddenDeal:
             self._counting = True
         return self._sample_counting(rng)
 
+    def sample_many(self, rng: np.random.Generator, k: int) -> list[dict[int, int]]:
+        """``k`` independent uniformly random consistent deals (as :meth:`sample`, with the
+        uniform draws and the rejection done for a whole batch at once)."""
+        out: list[dict[int, int]] = []
+        if not self.unseen:
+            return [dict.fromkeys(self.seats, 0) for _ in range(k)]
+        bits = np.left_shift(np.uint64(1), np.array(cards_of(self.unseen), dtype=np.uint64))
+        ends = np.cumsum(self.sizes)
+        forbidden = np.array(self.forbidden, dtype=np.uint64)
+        while len(out) < k and not self._counting:
+            n = 2 * (k - len(out)) + 8
+            perms = rng.permuted(np.broadcast_to(bits, (n, len(bits))), axis=1)
+            sums = np.zeros((n, len(bits) + 1), dtype=np.uint64)
+            np.cumsum(perms, axis=1, out=sums[:, 1:])  # distinct bits: a sum is a union
+            hands = sums[:, ends] - sums[:, np.concatenate(([0], ends[:-1]))]
+            ok = ~((hands & forbidden) != 0).any(axis=1)
+            if not ok.any() and n >= REJECTION_TRIES:
+                self._counting = True
+            for row in hands[ok][: k - len(out)].tolist():
+                out.append(dict(zip(self.seats, row, strict=True)))
+        while len(out) < k:
+            out.append(self._sample_counting(rng))
+        return out
+
     def _sample_counting(self, rng: np.random.Generator) -> dict[int, int]:
-        hands = deal_consistent(self.unseen, self.sizes, self.forbidden, rng.random)
+        if self._dealer is None:
+            self._dealer = ConsistentDealer(self.unseen, self.sizes, self.forbidden)
+        hands = self._dealer.draw(rng.random)
         return dict(zip(self.seats, hands, strict=True))
 
 
@@ -164,73 +191,94 @@ def deal_consistent(
     number of completions is counted per group of such cards and each group's split is drawn
     in proportion to it. Raises ValueError when no deal satisfies the constraints.
     """
-    n = len(sizes)
-    if len(forbidden) != n or any(s < 0 for s in sizes):
-        raise ValueError("sizes and forbidden must have one entry per hand, sizes >= 0")
-    if sum(sizes) != cards.bit_count():
-        raise ValueError(f"sizes add up to {sum(sizes)}, but there are {cards.bit_count()} cards")
-    allowed = [cards & ~f for f in forbidden]
-    nowhere = cards & ~_union(allowed)
-    if nowhere:
-        raise ValueError(f"cards {cards_of(nowhere)} are forbidden in every hand: no deal")
-    groups: dict[int, list[int]] = {}  # set of hands (bits) -> the cards allowed in exactly those
-    for hands_set in range(1, 1 << n):
-        m = cards
-        for i in range(n):
-            m &= allowed[i] if (hands_set >> i) & 1 else ~allowed[i]
-        if m:
-            groups[hands_set] = cards_of(m)
-    # The group allowed in most hands goes last: its split is then forced by what is left.
-    order = sorted(groups, key=lambda a: (a.bit_count(), a))
-    last = len(order) - 1
-    seats_of = [[i for i in range(n) if (a >> i) & 1] for a in order]
-    counts = [len(groups[a]) for a in order]
-    memo: dict[tuple[int, tuple[int, ...]], int] = {}
+    return ConsistentDealer(cards, sizes, forbidden).draw(random)
 
-    def splits(g: int, caps: tuple[int, ...]) -> list[tuple[tuple[int, ...], int]]:
+
+class ConsistentDealer:
+    """:func:`deal_consistent` prepared once for many draws: the groups of interchangeable
+    cards and the number of completions of every partial split are counted on the first
+    draws and remembered, so each further deal costs one walk down the groups."""
+
+    def __init__(self, cards: int, sizes: Sequence[int], forbidden: Sequence[int]) -> None:
+        n = len(sizes)
+        if len(forbidden) != n or any(s < 0 for s in sizes):
+            raise ValueError("sizes and forbidden must have one entry per hand, sizes >= 0")
+        if sum(sizes) != cards.bit_count():
+            raise ValueError(
+                f"sizes add up to {sum(sizes)}, but there are {cards.bit_count()} cards"
+            )
+        allowed = [cards & ~f for f in forbidden]
+        nowhere = cards & ~_union(allowed)
+        if nowhere:
+            raise ValueError(f"cards {cards_of(nowhere)} are forbidden in every hand: no deal")
+        groups: dict[int, list[int]] = {}  # set of hands (bits) -> cards allowed in exactly those
+        for hands_set in range(1, 1 << n):
+            m = cards
+            for i in range(n):
+                m &= allowed[i] if (hands_set >> i) & 1 else ~allowed[i]
+            if m:
+                groups[hands_set] = cards_of(m)
+        # The group allowed in most hands goes last: its split is then forced by what is left.
+        order = sorted(groups, key=lambda a: (a.bit_count(), a))
+        self.n = n
+        self.sizes = tuple(int(s) for s in sizes)
+        self.group_cards = [groups[a] for a in order]
+        self.seats_of = [[i for i in range(n) if (a >> i) & 1] for a in order]
+        self.counts = [len(groups[a]) for a in order]
+        self._ways: dict[tuple[int, tuple[int, ...]], int] = {}
+        self._splits: dict[tuple[int, tuple[int, ...]], list[tuple[tuple[int, ...], int]]] = {}
+
+    def splits(self, g: int, caps: tuple[int, ...]) -> list[tuple[tuple[int, ...], int]]:
         """Each way to share group ``g`` among its hands when the hands still have room
         ``caps``, weighted by the number of complete deals that follow it."""
-        k, seats = counts[g], seats_of[g]
-        if g == last:  # what is left must be exactly this group's hands' room
-            if any(caps[i] for i in range(n) if i not in seats):
-                return []
-            part = tuple(caps[i] for i in seats)
-            return [(part, _multinomial(k, part))]
+        key = (g, caps)
+        out = self._splits.get(key)
+        if out is not None:
+            return out
+        k, seats, n = self.counts[g], self.seats_of[g], self.n
         out = []
-        for part in _compositions(k, [caps[i] for i in seats]):
-            rest = list(caps)
-            for i, a in zip(seats, part, strict=True):
-                rest[i] -= a
-            key = (g + 1, tuple(rest))
-            ways = memo.get(key)
-            if ways is None:
-                ways = memo[key] = sum(w for _, w in splits(g + 1, key[1]))
-            if ways:
-                out.append((part, _multinomial(k, part) * ways))
+        if g == len(self.counts) - 1:  # what is left must be exactly this group's hands' room
+            if not any(caps[i] for i in range(n) if i not in seats):
+                part = tuple(caps[i] for i in seats)
+                out = [(part, _multinomial(k, part))]
+        else:
+            for part in _compositions(k, [caps[i] for i in seats]):
+                rest = list(caps)
+                for i, a in zip(seats, part, strict=True):
+                    rest[i] -= a
+                nxt = (g + 1, tuple(rest))
+                ways = self._ways.get(nxt)
+                if ways is None:
+                    ways = self._ways[nxt] = sum(w for _, w in self.splits(*nxt))
+                if ways:
+                    out.append((part, _multinomial(k, part) * ways))
+        self._splits[key] = out
         return out
 
-    caps = tuple(int(s) for s in sizes)
-    hands = [0] * n
-    for g in range(len(order)):
-        options = splits(g, caps)
-        if not options:
-            raise ValueError("no deal gives every hand its size without a forbidden card")
-        pick = _below(random, sum(w for _, w in options))
-        chosen = 0
-        while pick >= options[chosen][1]:
-            pick -= options[chosen][1]
-            chosen += 1
-        group = list(groups[order[g]])
-        _shuffle(group, random)
-        rest = list(caps)
-        start = 0
-        for i, a in zip(seats_of[g], options[chosen][0], strict=True):
-            for c in group[start : start + a]:
-                hands[i] |= 1 << c
-            start += a
-            rest[i] -= a
-        caps = tuple(rest)
-    return hands
+    def draw(self, random: Callable[[], float]) -> list[int]:
+        """One deal: the hands as bitmasks, in the order of ``sizes``."""
+        caps = self.sizes
+        hands = [0] * self.n
+        for g in range(len(self.counts)):
+            options = self.splits(g, caps)
+            if not options:
+                raise ValueError("no deal gives every hand its size without a forbidden card")
+            pick = _below(random, sum(w for _, w in options))
+            chosen = 0
+            while pick >= options[chosen][1]:
+                pick -= options[chosen][1]
+                chosen += 1
+            group = list(self.group_cards[g])
+            _shuffle(group, random)
+            rest = list(caps)
+            start = 0
+            for i, a in zip(self.seats_of[g], options[chosen][0], strict=True):
+                for c in group[start : start + a]:
+                    hands[i] |= 1 << c
+                start += a
+                rest[i] -= a
+            caps = tuple(rest)
+        return hands
 
 
 def _union(masks: Sequence[int]) -> int:

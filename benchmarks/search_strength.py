@@ -1,0 +1,156 @@
+"""The search agent's strength against its time per decision: the curve in the README.
+
+For each setting it measures two things, separately so that neither disturbs the other:
+
+1. **Time per card decision**: the agent plays ``--timing-deals`` deals of the dev deal set
+   (its team against PPO, one process, one decision at a time) and every card decision it
+   searches (two or more legal cards) is timed; median and worst are reported.
+2. **Strength**: duplicate deals from the dev set (tuning) or the test set (reporting)
+   against the shipped PPO policy and the rule-based player, with 95% CIs
+   (:func:`agents.arena.duel`, all cores; results do not depend on the number of workers).
+
+    python benchmarks/search_strength.py --deals 2000 --deal-set test --out results/search
+    python benchmarks/search_strength.py --settings "search:samples=12,endgame=3" --deals 300
+
+Writes ``PREFIX.json`` (every number) and ``PREFIX.png`` (the curve); never overwrites.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.arena import duel
+from agents.deal_sets import DEAL_SETS, load_deal_set
+from agents.registry import make_agent
+from butifarra_env import __version__
+from butifarra_env.actions import mask_from_bits
+from butifarra_env.fileio import atomic_write_bytes, atomic_write_text
+from butifarra_env.game import Game
+from butifarra_env.observation import encode
+from butifarra_env.options import Options
+from butifarra_env.rules import PHASE_PLAY
+
+SETTINGS = (
+    "search:samples=4,endgame=2",
+    "search:samples=12,endgame=3",
+    "search:samples=32,endgame=4",
+)
+
+
+def decision_times(spec: str, deals: list[tuple[int, list[int]]], seed: int) -> list[float]:
+    """Seconds per searched card decision of ``spec`` (seats 0 and 2) against PPO."""
+    agents = [make_agent(spec, seed), make_agent("ppo", seed)]
+    times: list[float] = []
+    for dealer, hands in deals:
+        game = Game(Options(), dealer, list(hands))
+        while not game.is_over:
+            seat = game.to_move
+            obs, mask = encode(game, seat), mask_from_bits(game.legal)
+            agent = agents[seat & 1]
+            searched = not seat & 1 and game.phase == PHASE_PLAY and game.legal & (game.legal - 1)
+            start = time.perf_counter()
+            action = agent.act(obs, mask)
+            if searched:
+                times.append(time.perf_counter() - start)
+            game.step(int(action))
+    return times
+
+
+def measure(
+    spec: str, deal_set: str, n_deals: int, timing_deals: int, seed: int, workers: int
+) -> dict[str, Any]:
+    dev = load_deal_set("dev")[:timing_deals]
+    times = sorted(decision_times(spec, dev, seed))
+    deals = load_deal_set(deal_set)
+    row: dict[str, Any] = {
+        "spec": spec,
+        "decisions_timed": len(times),
+        "median_ms": 1000 * statistics.median(times),
+        "worst_ms": 1000 * times[-1],
+    }
+    for opponent in ("ppo", "rule"):
+        r = duel(spec, opponent, n_deals, seed=seed, workers=workers, deals=deals, progress=True)
+        row[f"vs_{opponent}"] = {"mean": r.mean, "lo": r.lo, "hi": r.hi, "deals": n_deals}
+    print(
+        f"{spec:<34} {row['median_ms']:8.1f} {row['worst_ms']:9.1f}   "
+        + "   ".join(
+            f"{row[k]['mean']:+6.2f} [{row[k]['lo']:+.2f}, {row[k]['hi']:+.2f}]"
+            for k in ("vs_ppo", "vs_rule")
+        ),
+        flush=True,
+    )
+    return row
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    x = [r["median_ms"] for r in rows]
+    for key, label in (("vs_ppo", "vs shipped PPO"), ("vs_rule", "vs rule-based")):
+        y = [r[key]["mean"] for r in rows]
+        err = np.array(
+            [
+                [r[key]["mean"] - r[key]["lo"] for r in rows],
+                [r[key]["hi"] - r[key]["mean"] for r in rows],
+            ]
+        )
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("median time per searched card decision (ms, one core)")
+    ax.set_ylabel("points per hand (duplicate, 95% CI)")
+    ax.set_title("Search agent: strength vs time per decision")
+    ax.legend()
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=110)
+    atomic_write_bytes(path, buf.getvalue(), overwrite=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--settings", nargs="+", default=list(SETTINGS), help="agent specs")
+    p.add_argument("--deal-set", choices=sorted(DEAL_SETS), default="dev")
+    p.add_argument("--deals", type=int, default=500, help="duplicate deals per opponent")
+    p.add_argument("--timing-deals", type=int, default=8, help="deals played to time decisions")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=0, help="processes (0 = all cores)")
+    p.add_argument("--out", help="write OUT.json and OUT.png (never overwritten)")
+    args = p.parse_args(argv)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        for suffix in (".json", ".png"):
+            if out.with_suffix(suffix).exists():
+                p.error(f"{out.with_suffix(suffix)} exists; choose another --out")
+    print(f"{'setting':<34} {'median ms':>8} {'worst ms':>9}   vs ppo (95% CI)          vs rule")
+    rows = [
+        measure(s, args.deal_set, args.deals, args.timing_deals, args.seed, args.workers)
+        for s in args.settings
+    ]
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        spec = DEAL_SETS[args.deal_set]
+        meta = {"package_version": __version__, "deal_set": spec.label, "sha256": spec.sha256}
+        meta.update(seed=args.seed, timing_deals=args.timing_deals, rows=rows)
+        atomic_write_text(
+            out.with_suffix(".json"), json.dumps(meta, indent=2) + "\n", overwrite=False
+        )
+        plot(rows, out.with_suffix(".png"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
