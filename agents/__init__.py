@@ -1,9 +1,10 @@
 """Agents that play Butifarra from a seat's observation: the interface, baselines, registry.
 
 Layers: :mod:`agents.base` (the :class:`Agent` interface) < the concrete agents
-(:mod:`agents.random_agent`, :mod:`agents.rule_based`, :mod:`agents.ppo_agent`) <
-:mod:`agents.registry` (build by name) < evaluation (:mod:`agents.arena`,
-:mod:`agents.stats`). Importing this package loads neither torch nor the arena.
+(:mod:`agents.random_agent`, :mod:`agents.rule_based`, :mod:`agents.ppo_agent`,
+:mod:`agents.search_agent`) < :mod:`agents.registry` (build by name) < the arena
+(:mod:`agents.arena`, :mod:`agents.stats`) < the evaluation protocol
+(:mod:`agents.evaluation`). Importing this package loads neither torch nor the arena.
 """
 
 from agents.adapters import as_agent

@@ -1,5 +1,6 @@
 """The ``butifarra`` command: ``demo`` (the README's main job), ``arena`` (compare agents),
-``eval`` (the evaluation protocol's result card) and ``play`` (a person vs agents).
+``eval`` (the evaluation protocol's result card), ``exploit`` (approximate exploitability)
+and ``play`` (a person vs agents).
 
 Each subcommand registers itself with ``add_*_parser(subparsers)`` and runs through the
 ``func`` it sets, so adding a subcommand is one more pair of functions. Bad input (unknown
@@ -25,6 +26,7 @@ from typing import Any, NoReturn
 
 from agents.base import Agent
 from agents.registry import agent_names, make_agent
+from butifarra.exploit import add_exploit_parser
 from butifarra.web.serve import add_serve_parser
 from butifarra_env import __version__
 
@@ -529,6 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_play_parser(sub)
     add_demo_parser(sub)
     add_serve_parser(sub)
+    add_exploit_parser(sub)
     return parser
 
 

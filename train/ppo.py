@@ -9,10 +9,12 @@ state" is the same seat's next decision in the same hand, and the hand's (scaled
 difference is that seat's reward on its last decision of the hand (:func:`per_seat_gae`).
 
 Each hand of the batched engine pits the learner's team against an :class:`Opponent` drawn
-per hand: the current policy (pure self-play: all four seats learn), a past snapshot, the
-rule-based agent or the random agent. Only learner decisions enter the PPO buffer. Hands
-still in progress when a rollout ends are carried into the next rollout (their stored
-log-probs make the one-update staleness harmless under PPO's ratio clipping).
+per hand: the current policy (pure self-play: all four seats learn), a past snapshot, a
+fixed agent (the rule-based one by default; any registry agent with ``--opponent-agent``,
+e.g. to train a best response against it) or the random agent. Only learner decisions enter
+the PPO buffer. Hands still in progress when a rollout ends are carried into the next rollout
+(their stored log-probs make the one-update staleness harmless under PPO's ratio clipping).
+``--init-from`` starts the network from an agent checkpoint (``shipped``: the shipped one).
 
 The network, its masked categorical and the checkpoint format live in :mod:`agents.ppo_net`
 (an agent needs them to play; training only adds the optimiser).
@@ -22,6 +24,8 @@ Usage::
     python -m train.ppo --help
     python -m train.ppo --total-minutes 60 --export-path my_agent.pt
     python -m train.ppo --run-name NAME --resume      # continue an interrupted run
+    python -m train.ppo --init-from shipped --opponent-agent ppo --opp-rule 1 \
+        --opp-self 0 --opp-snapshot 0 --opp-random 0    # fine-tune against the shipped agent
 
 A run never overwrites what it did not write: a second run with the same name is refused
 (``--resume`` continues it), as is an ``--export-path`` holding another run's file. Bad flags
@@ -48,7 +52,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +64,7 @@ import torch.nn as nn
 from agents import Agent, make_agent
 from agents.arena import duel, mean_ci
 from agents.ppo_agent import PPOAgent
+from agents.registry import DEFAULT_PPO_CHECKPOINT
 from butifarra_env.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.batched import BatchedEnv
 from butifarra_env.fileio import atomic_writer
@@ -79,7 +84,7 @@ class Opponent(IntEnum):
     SNAPSHOT = 1
     """A past snapshot of the policy."""
     RULE = 2
-    """The rule-based agent."""
+    """The fixed agent of ``opponent_agent`` (the rule-based agent by default)."""
     RANDOM = 3
     """The uniformly random agent."""
 
@@ -130,6 +135,10 @@ class Config:
     """Relabel suits inside the model so trump is always suit 0 (shares card-play learning)."""
     mask_input: bool = True
     """Feed the legal-action mask to the networks as 56 extra inputs."""
+    init_from: str | None = None
+    """Start the network from an agent checkpoint instead of a fresh initialisation: a path,
+    or "shipped" (the shipped PPO weights). On the command line the architecture flags
+    default to the checkpoint's; a flag that contradicts it is an error."""
 
     learning_rate: float = 5e-4
     """Adam step size."""
@@ -165,16 +174,21 @@ class Config:
     opp_snapshot: float = 0.05
     """Share of hands against a past snapshot of the policy."""
     opp_rule: float = 0.7
-    """Share of hands against the rule-based agent."""
+    """Share of hands against the fixed agent (``opponent_agent``; rule-based by default)."""
     opp_random: float = 0.1
     """Share of hands against the uniformly random agent."""
+    opponent_agent: str = "rule"
+    """Registry spec of the fixed agent of the ``opp_rule`` share ("rule", "random", "ppo",
+    "ppo:PATH", "search:..."), on both opponent seats; also evaluated against when it is
+    neither rule nor random (``eval_opponent_*``)."""
     snapshot_every: int = 10
     """Add the current policy to the snapshot pool every this many updates."""
     snapshot_pool: int = 8
     """Most snapshots kept (oldest dropped)."""
 
     eval_every: int = 30
-    """Evaluate vs random and vs rule-based every this many updates (0 = never)."""
+    """Evaluate vs random, vs rule-based (and vs ``opponent_agent``) every this many updates
+    (0 = never)."""
     eval_deals: int = 1000
     """Duplicate deals per interval evaluation (each played with both seatings)."""
     eval_backend: str = "arena"
@@ -203,6 +217,7 @@ class Config:
         self._validate_coefficients()
         self._validate_choices()
         self._validate_names()
+        self._validate_agents()
 
     def _validate_counts(self) -> None:
         bounded = {"hidden": MAX_HIDDEN, "layers": MAX_LAYERS, "num_envs": MAX_NUM_ENVS}
@@ -262,6 +277,17 @@ class Config:
             if not (v is None and name == "export_path") and (not isinstance(v, str) or not v):
                 raise ValueError(f"{name} must be a non-empty path, got {v!r}")
 
+    def _validate_agents(self) -> None:
+        """The fixed agent can be built (a typo or a missing checkpoint fails here, not
+        minutes into the run); ``init_from`` names a file (read by :class:`Trainer`)."""
+        try:
+            make_opponent_agent(self.opponent_agent, self.seed)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"opponent_agent: {exc}") from None
+        v = self.init_from
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            raise ValueError(f'init_from must be a checkpoint path or "shipped", got {v!r}')
+
     def opponent_probs(self) -> np.ndarray:
         """Per-hand probabilities of each :class:`Opponent` (in that order), normalised."""
         p = np.array([self.opp_self, self.opp_snapshot, self.opp_rule, self.opp_random], float)
@@ -285,6 +311,25 @@ def make_env(num_envs: int, seed: int) -> BatchedEnv:
 def make_rule_agent(seed: int | None) -> Agent:
     """The rule-based opponent from the agent registry (vectorised ``act_batch``)."""
     return make_agent("rule", seed=seed)
+
+
+def make_opponent_agent(spec: str, seed: int | None) -> Agent:
+    """The fixed agent of the ``opp_rule`` share, from the agent registry (``opponent_agent``:
+    the rule-based agent by default); ValueError naming what is wrong with ``spec``. Built
+    with torch's global generator set aside, so that building it (a PPO agent initialises a
+    network before loading its weights) never changes the training run's random stream."""
+    with torch.random.fork_rng(devices=[]):
+        return make_agent(spec, seed=seed)
+
+
+EVAL_COLUMNS = {"rule": "rule", "random": "random"}
+"""``opponent_agent`` specs whose evaluation has its own columns; any other is ``opponent``."""
+
+
+def eval_name(spec: str) -> str:
+    """The name in the ``eval_{name}_mean`` column of the evaluation against ``spec``:
+    ``rule``, ``random``, or ``opponent`` for any other ``opponent_agent``."""
+    return EVAL_COLUMNS.get(spec.strip().lower(), "opponent")
 
 
 # ----------------------------------------------------------------------------- network
@@ -380,8 +425,8 @@ class OpponentPool:
 
     snapshot_model: ActorCritic
     """Plays for the snapshot drawn for the current rollout."""
-    rule: Agent | None
-    """The rule-based agent (None when no hand or evaluation needs it)."""
+    fixed: Agent | None
+    """The fixed agent of ``opponent_agent`` (None when no hand is drawn against it)."""
     snapshots: list[dict[str, torch.Tensor]] = field(default_factory=list)
     """state_dicts of past policies, oldest first."""
 
@@ -451,8 +496,8 @@ def start_rollouts(
     env_seed = int(np.random.SeedSequence([cfg.seed, update]).generate_state(1)[0])
     env = env_factory(n, env_seed)
     obs, mask, seat = env.reset(seed=env_seed)
-    if pool.rule is not None:
-        pool.rule.reset(seed=env_seed)
+    if pool.fixed is not None:
+        pool.fixed.reset(seed=env_seed)
     buffers = HandBuffers.empty(n, HIDDEN_HANDS_SIZE if cfg.central_value else 0)
     learner_team = rng.integers(0, 2, n)
     opponent = draw_opponents(rng, n, cfg.opponent_probs(), bool(pool.snapshots))
@@ -509,16 +554,16 @@ def choose_actions(
     learner = (opp == Opponent.SELF) | ((st.seat & 1) == st.learner_team)
     mine = np.flatnonzero(learner)
     snap = np.flatnonzero(~learner & (opp == Opponent.SNAPSHOT))
-    rule = np.flatnonzero(~learner & (opp == Opponent.RULE))
+    fixed = np.flatnonzero(~learner & (opp == Opponent.RULE))
     rand = np.flatnonzero(~learner & (opp == Opponent.RANDOM))
     actions = np.zeros(len(opp), np.int64)
     if len(mine):
         actions[mine] = learner_acts(st, mine, model, cfg.central_value, device)
     if len(snap):
         actions[snap] = policy_samples(pool.snapshot_model, st.obs[snap], st.mask[snap], device)
-    if len(rule):
-        assert pool.rule is not None, "rule opponents are drawn only when opp_rule > 0"
-        actions[rule] = pool.rule.act_batch(st.obs[rule], st.mask[rule])
+    if len(fixed):
+        assert pool.fixed is not None, "the fixed agent is drawn only when opp_rule > 0"
+        actions[fixed] = pool.fixed.act_batch(st.obs[fixed], st.mask[fixed])
     if len(rand):
         actions[rand] = random_legal_actions(st.mask[rand], rng)
     return actions
@@ -795,20 +840,28 @@ def evaluate_model(
     env_factory: EnvFactory = make_env,
 ) -> dict[str, float]:
     """Points/hand of the greedy policy vs random (and vs rule-based) on the fixed deal set
-    ``eval_seed``: through the arena's :func:`~agents.arena.duel` or on the batched engine."""
+    ``eval_seed``: through the arena's :func:`~agents.arena.duel` or on the batched engine.
+    An ``opponent_agent`` other than rule or random is evaluated against too
+    (``eval_opponent_*``: the learning curve against the agent a run exploits)."""
     model.eval()
     names = ("random", "rule") if with_rule else ("random",)
+    other = eval_name(cfg.opponent_agent) == "opponent"
     out: dict[str, float] = {}
     if cfg.eval_backend == "arena":
         me = PPOAgent.from_model(model, device=str(device), seed=0)
-        for name in names:
-            result = duel(me, name, n_deals=cfg.eval_deals, seed=cfg.eval_seed)
+        against: dict[str, Agent | str] = {name: name for name in names}
+        if other:
+            against["opponent"] = make_opponent_agent(cfg.opponent_agent, cfg.eval_seed)
+        for name, agent in against.items():
+            result = duel(me, agent, n_deals=cfg.eval_deals, seed=cfg.eval_seed)
             out[f"eval_{name}_mean"], out[f"eval_{name}_ci95"] = result.mean, result.ci_half_width
         return out
     eval_rng = np.random.default_rng(cfg.eval_seed)
     opponents: dict[str, BatchPolicyFn] = {"random": lambda o, m: random_legal_actions(m, eval_rng)}
     if with_rule:
         opponents["rule"] = make_rule_agent(cfg.eval_seed).act_batch
+    if other:
+        opponents["opponent"] = make_opponent_agent(cfg.opponent_agent, cfg.eval_seed).act_batch
     for name, opp in opponents.items():
         r = evaluate(greedy_policy(model, device), opp, cfg.eval_deals, cfg.eval_seed, env_factory)
         out[f"eval_{name}_mean"], out[f"eval_{name}_ci95"] = r["mean"], r["ci95"]
@@ -1012,6 +1065,61 @@ def check_export_path(export_path: str | None, run_id: str, own_files: list[Path
         )
 
 
+SHIPPED = "shipped"
+"""``init_from`` value naming the shipped PPO weights (``make_agent("ppo")``'s checkpoint)."""
+ARCH_FIELDS = ("hidden", "layers", "central_value", "canonical_suits", "mask_input")
+"""Config fields that define the network (an ``init_from`` checkpoint's ``arch`` sets them)."""
+
+
+def init_checkpoint(init_from: str) -> Checkpoint:
+    """The agent checkpoint ``init_from`` names ("shipped" or a path), loaded and verified
+    (``weights_only=True``; :func:`~agents.ppo_net.load_checkpoint`); RunRefused if unusable."""
+    path = DEFAULT_PPO_CHECKPOINT if init_from == SHIPPED else Path(init_from)
+    try:
+        return load_checkpoint(path)
+    except ValueError as exc:
+        raise RunRefused(
+            f'init_from {init_from!r}: {exc} (give an agent checkpoint or "shipped")'
+        ) from exc
+
+
+def init_arch(init_from: str) -> dict[str, Any]:
+    """The :data:`ARCH_FIELDS` settings of the network in ``init_from``'s checkpoint."""
+    arch = dict(init_checkpoint(init_from)["arch"])
+    return {k: arch[k] for k in ARCH_FIELDS}
+
+
+def arch_flags(settings: Mapping[str, Any]) -> str:
+    """``--hidden 256 --no-mask-input``...: the flags that ask for these network settings."""
+    flags = []
+    for k in ARCH_FIELDS:
+        name, v = k.replace("_", "-"), settings[k]
+        if isinstance(v, bool):
+            flags.append(f"--{name}" if v else f"--no-{name}")
+        else:
+            flags.append(f"--{name} {v}")
+    return " ".join(flags)
+
+
+def load_init_weights(cfg: Config) -> dict[str, torch.Tensor] | None:
+    """The weights of ``cfg.init_from`` (None without one); RunRefused when the file is not a
+    usable agent checkpoint or holds another network than the one ``cfg`` asks for."""
+    if cfg.init_from is None:
+        return None
+    data = init_checkpoint(cfg.init_from)
+    theirs = {k: dict(data["arch"])[k] for k in ARCH_FIELDS}
+    ours = {k: getattr(cfg, k) for k in ARCH_FIELDS}
+    if theirs != ours:
+        differ = ", ".join(
+            f"{k}={theirs[k]!r} (asked: {ours[k]!r})" for k in ARCH_FIELDS if theirs[k] != ours[k]
+        )
+        raise RunRefused(
+            f"init_from {cfg.init_from!r} holds another network: {differ}; leave these flags "
+            f"out or pass {arch_flags(theirs)} (nothing was changed)"
+        )
+    return dict(data["model"])
+
+
 def budget_spent(cfg: Config, update: int, elapsed_s: float) -> bool:
     """The update or wall-clock budget of ``cfg`` is used up at ``update``/``elapsed_s``."""
     if cfg.total_updates and update >= cfg.total_updates:
@@ -1050,8 +1158,9 @@ CSV_FIELDS = (
     "train_vs_snapshot", "train_vs_rule", "train_vs_random",
     "loss_policy", "loss_value", "entropy", "approx_kl", "clipfrac", "explained_variance",
     "learning_rate", "eval_random_mean", "eval_random_ci95", "eval_rule_mean", "eval_rule_ci95",
-    "eval_seconds",
+    "eval_seconds", "eval_opponent_mean", "eval_opponent_ci95",
 )  # fmt: skip
+"""metrics.csv columns (new ones go last: a resumed run's older file is rewritten with them)."""
 TB_GROUPS = {
     **{k: "losses" for k in ("loss_policy", "loss_value", "entropy", "approx_kl", "clipfrac")},
     **{k: "charts" for k in ("explained_variance", "learning_rate")},
@@ -1064,11 +1173,14 @@ TB_GROUPS = {
 
 def trim_csv(path: Path, update: int) -> None:
     """Drop the rows of ``path`` newer than ``update`` (a resumed run redoes them) and any
-    row torn by a kill mid-append; a run starting at update 0 starts the file afresh."""
+    row torn by a kill mid-append; a run starting at update 0 starts the file afresh. A file
+    written before columns were added gets today's header (its rows blank there)."""
     if not path.exists():
         return
     with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        header = reader.fieldnames
 
     def kept(row: dict[str, str | None]) -> bool:
         if None in row.values() or None in row:  # too few or too many fields: a torn row
@@ -1077,9 +1189,9 @@ def trim_csv(path: Path, update: int) -> None:
         return u.isdigit() and int(u) <= update
 
     keep = [r for r in rows if kept(r)] if update else []
-    if len(keep) != len(rows) or update == 0:
-        with atomic_writer(path, "w") as f:
-            w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+    if len(keep) != len(rows) or update == 0 or header != list(CSV_FIELDS):
+        with atomic_writer(path, "w") as out:
+            w = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore")
             w.writeheader()
             w.writerows(keep)
 
@@ -1151,7 +1263,8 @@ class Trainer:
         out_dir = Path(cfg.run_dir) / cfg.name
         ckpt_path, prev_path = out_dir / CHECKPOINT_NAME, out_dir / PREVIOUS_NAME
         check_writable_folder(out_dir, "run folder")
-        resume, resumed_from, problems = None, None, []
+        resume, resumed_from = None, None
+        problems: list[str] = []
         if cfg.resume:
             resume, resumed_from, problems = load_resume_checkpoint(out_dir)
         elif found := existing_run_files(out_dir):
@@ -1167,6 +1280,7 @@ class Trainer:
         """Identifies the run in its checkpoints and exports (an export path may only be
         overwritten by the run that wrote it)."""
         check_export_path(cfg.export_path, self.run_id, [ckpt_path, prev_path, out_dir / CSV_NAME])
+        init_weights = load_init_weights(cfg) if resume is None else None
         # Every check passed: from here on the run folder is ours to write.
         if problems:
             print(
@@ -1184,10 +1298,11 @@ class Trainer:
         self.device = setup_torch(cfg)
         self.rng = np.random.default_rng(cfg.seed)
         self.model = model_for(cfg).to(self.device)
-        need_rule = cfg.opp_rule > 0 or cfg.eval_every > 0
+        if init_weights is not None:
+            self.model.load_state_dict(init_weights)
         self.pool = OpponentPool(
             snapshot_model=model_for(cfg).to(self.device),
-            rule=make_rule_agent(cfg.seed) if need_rule else None,
+            fixed=make_opponent_agent(cfg.opponent_agent, cfg.seed) if cfg.opp_rule > 0 else None,
         )
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learning_rate, eps=1e-5)
         self.update = self.global_step = self.hands = 0
@@ -1314,8 +1429,7 @@ class Trainer:
 
     def _evaluate(self) -> dict[str, float]:
         t0 = time.perf_counter()
-        with_rule = self.pool.rule is not None
-        out = evaluate_model(self.model, self.cfg, self.device, with_rule, self.env_factory)
+        out = evaluate_model(self.model, self.cfg, self.device, True, self.env_factory)
         out["eval_seconds"] = time.perf_counter() - t0
         self._clock = time.perf_counter()  # evaluation time is counted here, not in dt
         self.elapsed += out["eval_seconds"]
@@ -1329,7 +1443,8 @@ class Trainer:
                     self.writer.add_scalar(f"{TB_GROUPS[k]}/{k}", v, self.update)
 
     def _postfix(self) -> dict[str, str]:
-        shown = ("entropy", "train_vs_rule", "eval_random_mean", "eval_rule_mean")
+        evals = (f"eval_{name}_mean" for name in ("random", "rule", "opponent"))
+        shown = ("entropy", "train_vs_rule", *evals)
         m = self.last_metrics
         return {k: f"{m[k]:.3g}" for k in shown if k in m} | {"min": f"{self.elapsed / 60:.1f}"}
 
@@ -1381,14 +1496,27 @@ class Trainer:
         self.last_metrics = dict(data.get("metrics", {}))
 
 
+def parse_config(argv: list[str] | None = None) -> Config:
+    """The Config of a command line (tyro). With ``--init-from`` (and no ``--resume``) the
+    architecture flags default to the checkpoint's network, so that a flag given explicitly
+    and contradicting it is the one error (:func:`load_init_weights`). RunRefused when the
+    ``--init-from`` file is unusable."""
+    import tyro
+
+    description = (__doc__ or "").split("\n\n")[0]
+    cfg = tyro.cli(Config, args=argv, description=description)
+    if cfg.init_from is None or cfg.resume or not isinstance(cfg.init_from, str):
+        return cfg
+    defaults = replace(Config(), **init_arch(cfg.init_from))
+    return tyro.cli(Config, args=argv, default=defaults, description=description)
+
+
 def main(argv: list[str] | None = None) -> None:
     """CLI entry: parse the Config with tyro, check everything, train. Bad flags and runs
     that cannot start as asked: one ``error:`` line, exit status 2, nothing changed. Ctrl-C:
     a final checkpoint, how to resume, exit status 130."""
-    import tyro
-
-    cfg = tyro.cli(Config, args=argv, description=(__doc__ or "").split("\n\n")[0])
     try:
+        cfg = parse_config(argv)
         trainer = Trainer(cfg)
     except ValueError as exc:
         print("error: " + " ".join(str(exc).split()), file=sys.stderr)
