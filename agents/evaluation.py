@@ -50,7 +50,7 @@ __all__ = [
 PROTOCOL_VERSION = 1
 """Bumped whenever the panel, the deal handling or the figures of a card change meaning."""
 
-PANEL_SEARCH = "search:samples=8,endgame=3"
+PANEL_SEARCH = "search:samples=4,endgame=2,bidding=ppo"
 """The panel's search agent: a fast setting, so that a full evaluation stays affordable."""
 
 PANEL: dict[str, str] = {

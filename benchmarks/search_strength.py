@@ -10,7 +10,9 @@ For each setting it measures two things, separately so that neither disturbs the
    (:func:`agents.arena.duel`, all cores; results do not depend on the number of workers).
 
     python benchmarks/search_strength.py --deals 2000 --deal-set test --out results/search
-    python benchmarks/search_strength.py --settings "search:samples=12,endgame=3" --deals 300
+    python benchmarks/search_strength.py --settings search:samples=12,endgame=3 --deals 300
+    python benchmarks/search_strength.py --settings search:samples=32,endgame=4 \
+        --deal-set test --first 500 --deals 500 --opponents ppo   # one slice of a long run
 
 Writes ``PREFIX.json`` (every number) and ``PREFIX.png`` (the curve); never overwrites.
 """
@@ -63,26 +65,30 @@ def decision_times(spec: str, deals: list[tuple[int, list[int]]], seed: int) -> 
     return times
 
 
-def measure(
-    spec: str, deal_set: str, n_deals: int, timing_deals: int, seed: int, workers: int
-) -> dict[str, Any]:
-    dev = load_deal_set("dev")[:timing_deals]
-    times = sorted(decision_times(spec, dev, seed))
-    deals = load_deal_set(deal_set)
+def measure(spec: str, args: argparse.Namespace) -> dict[str, Any]:
+    dev = load_deal_set("dev")[: args.timing_deals]
+    times = sorted(decision_times(spec, dev, args.seed))
+    deals = load_deal_set(args.deal_set)[args.first :]
     row: dict[str, Any] = {
         "spec": spec,
         "decisions_timed": len(times),
         "median_ms": 1000 * statistics.median(times),
         "worst_ms": 1000 * times[-1],
     }
-    for opponent in ("ppo", "rule"):
-        r = duel(spec, opponent, n_deals, seed=seed, workers=workers, deals=deals, progress=True)
-        row[f"vs_{opponent}"] = {"mean": r.mean, "lo": r.lo, "hi": r.hi, "deals": n_deals}
+    for opponent in args.opponents:
+        r = duel(spec, opponent, args.deals, args.seed, args.workers, progress=True, deals=deals)
+        row[f"vs_{opponent}"] = {
+            "mean": r.mean,
+            "lo": r.ci_low,
+            "hi": r.ci_high,
+            "deals": f"{args.deal_set} {args.first}-{args.first + args.deals - 1}",
+            "pair_means": [round(float(x), 3) for x in r.pair_means],
+        }
     print(
         f"{spec:<34} {row['median_ms']:8.1f} {row['worst_ms']:9.1f}   "
         + "   ".join(
             f"{row[k]['mean']:+6.2f} [{row[k]['lo']:+.2f}, {row[k]['hi']:+.2f}]"
-            for k in ("vs_ppo", "vs_rule")
+            for k in (f"vs_{o}" for o in args.opponents)
         ),
         flush=True,
     )
@@ -100,6 +106,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     x = [r["median_ms"] for r in rows]
     for key, label in (("vs_ppo", "vs shipped PPO"), ("vs_rule", "vs rule-based")):
+        if key not in rows[0]:
+            continue
         y = [r[key]["mean"] for r in rows]
         err = np.array(
             [
@@ -125,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settings", nargs="+", default=list(SETTINGS), help="agent specs")
     p.add_argument("--deal-set", choices=sorted(DEAL_SETS), default="dev")
     p.add_argument("--deals", type=int, default=500, help="duplicate deals per opponent")
+    p.add_argument("--first", type=int, default=0, help="index of the first deal of the set")
+    p.add_argument("--opponents", nargs="+", default=["ppo", "rule"], choices=["ppo", "rule"])
     p.add_argument("--timing-deals", type=int, default=8, help="deals played to time decisions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=0, help="processes (0 = all cores)")
@@ -136,10 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             if out.with_suffix(suffix).exists():
                 p.error(f"{out.with_suffix(suffix)} exists; choose another --out")
     print(f"{'setting':<34} {'median ms':>8} {'worst ms':>9}   vs ppo (95% CI)          vs rule")
-    rows = [
-        measure(s, args.deal_set, args.deals, args.timing_deals, args.seed, args.workers)
-        for s in args.settings
-    ]
+    rows = [measure(s, args) for s in args.settings]
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         spec = DEAL_SETS[args.deal_set]

@@ -106,17 +106,82 @@ def test_sampler_respects_voids_sizes_and_known_cards() -> None:
                     assert not dealt[r] & SUIT_MASK[suit]
 
 
-@pytest.mark.parametrize("force_counting", [False, True])
-def test_sampler_is_uniform_over_consistent_deals(force_counting: bool) -> None:
+@pytest.mark.parametrize("how", ["one", "counting", "batch", "batch_counting"])
+def test_sampler_is_uniform_over_consistent_deals(how: str) -> None:
     # 3 oros + 3 copas among three seats of two cards; seat 1 showed no oros.
     unseen = 0b111 | (0b111 << 12)
     hidden = HiddenDeal(unseen, (1, 2, 3), (2, 2, 2), (0b0001, 0, 0))
     rng = np.random.default_rng(1)
-    draw = hidden._sample_counting if force_counting else hidden.sample
-    counts = collections.Counter(tuple(sorted(draw(rng).items())) for _ in range(9000))
+    if how.startswith("batch"):
+        hidden._counting = how == "batch_counting"
+        deals = hidden.sample_many(rng, 9000)
+    else:
+        draw = hidden._sample_counting if how == "counting" else hidden.sample
+        deals = [draw(rng) for _ in range(9000)]
+    counts = collections.Counter(tuple(sorted(d.items())) for d in deals)
     # Seat 1 must take two copas (3 ways), the others split 3 oros + 1 copa (6 ways): 18.
     assert len(counts) == 18
     assert max(counts.values()) < 1.2 * 500 and min(counts.values()) > 0.8 * 500
+
+
+def test_batch_sampler_respects_voids_sizes_and_known_cards() -> None:
+    game, _ = endgame(11, 9)
+    me = game.to_move
+    view = View(pack_bits(butifarra_v0_observation(game, me)))
+    hidden = HiddenDeal(view.unseen, (1, 2, 3), view.sizes[1:], view.voids[1:])
+    deals = hidden.sample_many(np.random.default_rng(2), 500)
+    assert len(deals) == 500 and len({tuple(d.values()) for d in deals}) > 400
+    for dealt in deals:
+        assert dealt[1] | dealt[2] | dealt[3] == view.unseen
+        for r in (1, 2, 3):
+            assert dealt[r].bit_count() == view.sizes[r]
+            for suit in range(4):
+                if (view.voids[r] >> suit) & 1:
+                    assert not dealt[r] & SUIT_MASK[suit]
+
+
+def test_bidding_prior_favours_deals_that_explain_the_trump_choice() -> None:
+    """Seat 1 (dealer) named oros. Under a policy that names the suit it holds most of, a
+    deal giving seat 1 more oros must weigh more than one giving it fewer; a policy without
+    a distribution (the rule-based player) gives no weights; my own choice tells nothing."""
+    from agents.base import Agent
+    from agents.registry import make_agent
+    from agents.search_agent import BiddingPrior
+    from butifarra_env.observation import decode, encode
+
+    class LongestSuit(Agent):
+        def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
+            raise NotImplementedError
+
+        def action_probs_batch(self, observations: np.ndarray, masks: np.ndarray) -> np.ndarray:
+            out = np.zeros((len(observations), 56))
+            for i, obs in enumerate(observations):
+                hand = sum(1 << c for c in decode(obs)["hand"])
+                lengths = [(hand & SUIT_MASK[s]).bit_count() for s in range(4)]
+                out[i, 48 + int(np.argmax(lengths))] = 1.0
+            return out
+
+    rng = np.random.default_rng(5)
+    game = Game(Options(), 1, random_deal(rng, 1))
+    game.step(48)  # the dealer (seat 1) names oros
+    while game.phase != 3:  # doubling: everyone passes
+        game.step(55)
+    view = View(pack_bits(encode(game, 0)))
+    hidden = HiddenDeal(view.unseen, (1, 2, 3), view.sizes[1:], view.voids[1:])
+    deals = hidden.sample_many(rng, 400)
+    weights = BiddingPrior(LongestSuit(), encode(game, 0), view).weights(deals)
+    assert weights is not None
+    oros = np.array([(d[1] & SUIT_MASK[0]).bit_count() for d in deals])
+    heavy = weights > 0.5
+    assert heavy.any() and (~heavy).any()
+    assert oros[heavy].mean() > oros[~heavy].mean() + 1
+    assert BiddingPrior(make_agent("rule"), encode(game, 0), view).weights(deals) is None
+    mine = Game(Options(), 0, random_deal(rng, 0))
+    mine.step(49)
+    while mine.phase != 3:
+        mine.step(55)
+    my_view = View(pack_bits(encode(mine, 0)))
+    assert BiddingPrior(LongestSuit(), encode(mine, 0), my_view).weights(deals) is None
 
 
 def test_sampler_refuses_impossible_constraints() -> None:
