@@ -41,11 +41,11 @@ from butifarra_env.sampling import HiddenDeal, known_absent
 class SearchConfig:
     """The knobs of :class:`SearchAgent` (each one a ``key=value`` of the agent spec)."""
 
-    samples: int = 24
+    samples: int = 12
     """Sampled deals per card decision (the most; fewer when ``budget`` runs out first)."""
     budget: float = 0.0
     """Seconds per decision; 0 = no time limit (only ``samples``)."""
-    endgame: int = 4
+    endgame: int = 3
     """Solve exactly once this many tricks (or fewer) are left; roll out before that."""
     bidding: str = "auto"
     """Agent spec for trump choice and doubling: "auto" (ppo if available, else rule)."""

@@ -63,9 +63,9 @@ def main() -> None:
     )
 
     for label, cfg in (
-        ("fast", SearchConfig(samples=6, endgame=2)),
-        ("default", SearchConfig()),
-        ("strong", SearchConfig(samples=64, endgame=5)),
+        ("panel", SearchConfig(samples=4, endgame=2)),
+        ("default", SearchConfig()),  # samples=12, endgame=3
+        ("strong", SearchConfig(samples=32, endgame=4)),
     ):
         per: list[float] = []
         for i in range(args.positions // 3):

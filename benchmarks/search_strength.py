@@ -75,7 +75,7 @@ def measure(spec: str, args: argparse.Namespace) -> dict[str, Any]:
         "median_ms": 1000 * statistics.median(times),
         "worst_ms": 1000 * times[-1],
     }
-    for opponent in args.opponents:
+    for opponent in [] if args.timing_only else args.opponents:
         r = duel(spec, opponent, args.deals, args.seed, args.workers, progress=True, deals=deals)
         row[f"vs_{opponent}"] = {
             "mean": r.mean,
@@ -89,6 +89,7 @@ def measure(spec: str, args: argparse.Namespace) -> dict[str, Any]:
         + "   ".join(
             f"{row[k]['mean']:+6.2f} [{row[k]['lo']:+.2f}, {row[k]['hi']:+.2f}]"
             for k in (f"vs_{o}" for o in args.opponents)
+            if k in row
         ),
         flush=True,
     )
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first", type=int, default=0, help="index of the first deal of the set")
     p.add_argument("--opponents", nargs="+", default=["ppo", "rule"], choices=["ppo", "rule"])
     p.add_argument("--timing-deals", type=int, default=8, help="deals played to time decisions")
+    p.add_argument("--timing-only", action="store_true", help="time decisions, play no duels")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=0, help="processes (0 = all cores)")
     p.add_argument("--out", help="write OUT.json and OUT.png (never overwritten)")

@@ -65,7 +65,15 @@ EXPECTED = {
     ),
     "03_benchmark_strategies.ipynb": (
         4,
-        ["| agent", "ordinal", "| rule", "| ppo", "| random", "row agent vs column agent"],
+        [
+            "| agent",
+            "ordinal",
+            "| rule",
+            "| ppo",
+            "| random",
+            "row agent vs column agent",
+            "| search vs",
+        ],
     ),
     "04_other_frameworks.ipynb": (
         3,  # the rgb_array frame, the learning curve, the arena chart
