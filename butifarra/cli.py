@@ -18,14 +18,14 @@ import argparse
 import io
 import json
 import os
-import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from agents.base import Agent
 from agents.registry import agent_names, make_agent
+from butifarra.arguments import int_in, shown
 from butifarra.exploit import add_exploit_parser
 from butifarra.web.serve import add_serve_parser
 from butifarra_env import __version__
@@ -40,8 +40,6 @@ MAX_MATCHES = 1_000_000
 MAX_TARGET = 10_000
 MAX_HANDS = 10_000
 MAX_WORKERS = 256
-_INT_TEXT = re.compile(r"[+-]?[0-9]{1,30}")
-"""An integer as typed: ASCII digits only, short enough to convert (no 5,000-digit line)."""
 
 
 class CLIError(Exception):
@@ -69,27 +67,6 @@ class ArgumentParser(argparse.ArgumentParser):
             self._check_value(action, value)
             return value
         return super()._get_values(action, arg_strings)
-
-
-def shown(text: str, limit: int = 40) -> str:
-    """What the person typed, quoted (control characters escaped) and cut short."""
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
-
-
-def int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """argparse type: an integer from ``lo`` to ``hi``, typed in ASCII digits."""
-
-    def parse(text: str) -> int:
-        allowed = f"an integer from {lo} to {hi}"
-        if not _INT_TEXT.fullmatch(text.strip()):
-            raise argparse.ArgumentTypeError(f"expected {allowed}, got {shown(text)}")
-        value = int(text)
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"expected {allowed}, got {value}")
-        return value
-
-    parse.__name__ = f"integer {lo}-{hi}"
-    return parse
 
 
 def seat_int(text: str) -> int:
