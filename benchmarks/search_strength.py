@@ -105,15 +105,16 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    x = [r["median_ms"] for r in rows]
     for key, label in (("vs_ppo", "vs shipped PPO"), ("vs_rule", "vs rule-based")):
-        if key not in rows[0]:
+        have = [r for r in rows if key in r]  # a setting may be measured against one only
+        if not have:
             continue
-        y = [r[key]["mean"] for r in rows]
+        x = [r["median_ms"] for r in have]
+        y = [r[key]["mean"] for r in have]
         err = np.array(
             [
-                [r[key]["mean"] - r[key]["lo"] for r in rows],
-                [r[key]["hi"] - r[key]["mean"] for r in rows],
+                [r[key]["mean"] - r[key]["lo"] for r in have],
+                [r[key]["hi"] - r[key]["mean"] for r in have],
             ]
         )
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
