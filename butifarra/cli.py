@@ -25,29 +25,24 @@ from typing import Any, NoReturn
 
 from agents.base import Agent
 from agents.registry import agent_names, make_agent
-from butifarra.arguments import int_in, shown
+from butifarra.arguments import (
+    EXIT_USAGE,
+    MAX_SEED,
+    CLIError,
+    check_new_file,
+    int_in,
+    shown,
+)
 from butifarra.exploit import add_exploit_parser
 from butifarra.web.serve import add_serve_parser
 from butifarra_env import __version__
 
-EXIT_USAGE = 2
 EXIT_FAILED = 1
-
-MAX_SEED = 2**32 - 1
-"""Seeds on the command line: 0 to 2**32 - 1 (what ``play`` draws when none is given)."""
 MAX_DEALS = 10_000_000
 MAX_MATCHES = 1_000_000
 MAX_TARGET = 10_000
 MAX_HANDS = 10_000
 MAX_WORKERS = 256
-
-
-class CLIError(Exception):
-    """A user mistake, reported as one line (exit status 2, or ``status``)."""
-
-    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -82,31 +77,6 @@ def build_agent(spec: str, seed: int | None, argument: str) -> Agent:
         return make_agent(spec, seed)
     except ValueError as e:
         raise CLIError(f"argument {argument}: {e}") from None
-
-
-def check_new_file(path: Path, argument: str, hint: str = "name") -> None:
-    """Refuse, before any work and without creating anything, an output file that exists (it
-    is never overwritten), is a folder, or cannot be created (a file where a folder should
-    be, a folder not writable, a name the system refuses)."""
-    try:
-        if path.exists() or path.is_symlink():
-            what = "a folder" if path.is_dir() else "a file"
-            raise CLIError(
-                f"argument {argument}: {str(path)!r} exists ({what}); not overwriting it: "
-                f"choose another {argument} {hint}"
-            )
-        folder = path.parent
-        while not folder.exists():  # the folders to create: the nearest existing one decides
-            folder = folder.parent
-        if not folder.is_dir():
-            raise CLIError(
-                f"argument {argument}: cannot create {str(path)!r}: {str(folder)!r} is a file, "
-                "not a folder"
-            )
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise CLIError(f"argument {argument}: the folder {str(folder)!r} is not writable")
-    except (OSError, ValueError) as e:  # a name too long, a NUL byte, ...
-        raise CLIError(f"argument {argument}: cannot use {shown(str(path))}: {e}") from None
 
 
 def check_records_file(path: str, argument: str) -> None:

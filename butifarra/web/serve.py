@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agents.registry import agent_names
+from butifarra.arguments import EXIT_USAGE
 
 if TYPE_CHECKING:  # the web framework is imported when a server starts, not to parse options
     from butifarra.web.app import ServerConfig
 
 __all__ = ["BackgroundServer", "add_serve_parser", "bind_socket", "run_serve"]
 
-EXIT_USAGE = 2
 DEFAULT_RECORDS = "butifarra_games.jsonl"
 
 
