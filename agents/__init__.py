@@ -13,6 +13,7 @@ from agents.random_agent import RandomAgent
 from agents.registry import (
     AGENT_FACTORIES,
     DEFAULT_PPO_CHECKPOINT,
+    R1_PPO_CHECKPOINT,
     agent_names,
     make_agent,
     register_agent,
@@ -22,6 +23,7 @@ from agents.rule_based import RuleBasedAgent
 __all__ = [
     "AGENT_FACTORIES",
     "DEFAULT_PPO_CHECKPOINT",
+    "R1_PPO_CHECKPOINT",
     "Agent",
     "RandomAgent",
     "RuleBasedAgent",

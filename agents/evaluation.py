@@ -50,16 +50,18 @@ __all__ = [
 PROTOCOL_VERSION = 1
 """Bumped whenever the panel, the deal handling or the figures of a card change meaning."""
 
-PANEL_SEARCH = "search:samples=4,endgame=2,bidding=ppo"
+PANEL_SEARCH = "search:samples=4,endgame=2,bidding=ppo-r1"
 """The panel's search agent: a fast setting, so that a full evaluation stays affordable."""
 
 PANEL: dict[str, str] = {
     "random": "random",
     "rule": "rule",
-    "ppo": "ppo",
+    "ppo": "ppo-r1",
     "search": PANEL_SEARCH,
 }
-"""The reference panel, in the order played: name in the card -> registry spec."""
+"""The reference panel, in the order played: name in the card -> registry spec. Its ``ppo``
+is release 1 of the shipped policy (``ppo-r1``), the one protocol v1 was defined with; a
+newer shipped ``ppo`` is evaluated against it like any other agent."""
 
 TIMING_DEALS = 4
 """Deals (each played twice, against the rule-based player) of the decision-time pass."""

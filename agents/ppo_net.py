@@ -54,6 +54,7 @@ class Arch(TypedDict):
     central_value: bool
     canonical_suits: bool
     mask_input: bool
+    belief: bool
 
 
 # ----------------------------------------------------------------------------- masked policy
@@ -150,6 +151,9 @@ class ActorCritic(nn.Module):
     * ``central_value``: the value comes from its own MLP that also sees the three hidden
       hands (a centralised critic: lower-variance advantages; the policy never sees them).
       Without it, the value head shares the policy trunk.
+    * ``belief``: a linear head on the policy trunk predicts, for each of the 48 cards,
+      whether each other seat holds it (:meth:`belief_logits`). Trained as an auxiliary
+      loss, it makes the trunk keep track of who can still hold what; playing ignores it.
     """
 
     obs_scale: torch.Tensor
@@ -164,9 +168,12 @@ class ActorCritic(nn.Module):
         central_value: bool = False,
         canonical_suits: bool = True,
         mask_input: bool = True,
+        belief: bool = False,
     ) -> None:
         super().__init__()
-        self.arch: Arch = make_arch(hidden, layers, central_value, canonical_suits, mask_input)
+        self.arch: Arch = make_arch(
+            hidden, layers, central_value, canonical_suits, mask_input, belief
+        )
         self.central_value = bool(central_value)
         self.canonical_suits = bool(canonical_suits)
         self.mask_input = bool(mask_input)
@@ -181,6 +188,8 @@ class ActorCritic(nn.Module):
         if self.central_value:
             self.critic = mlp(width + HIDDEN_HANDS_SIZE, hidden, layers)
         self.value = layer_init(nn.Linear(hidden, 1), std=1.0)
+        if belief:
+            self.belief = layer_init(nn.Linear(hidden, HIDDEN_HANDS_SIZE), std=0.01)
 
     def _inputs(
         self, obs: torch.Tensor, mask: torch.Tensor
@@ -207,28 +216,65 @@ class ActorCritic(nn.Module):
         x, trump = self._inputs(obs, mask)
         return self._real_logits(self.policy(self.trunk(x)), trump)
 
+    def _canonical_hands(self, hidden: torch.Tensor, trump: torch.Tensor | None) -> torch.Tensor:
+        """(N, 144) hidden hands with the model's suit relabelling applied."""
+        if trump is None:
+            return hidden.reshape(-1, HIDDEN_HANDS_SIZE)
+        return (
+            hidden.reshape(-1, N_SEATS - 1, N_CARDS)
+            .gather(2, self.card_idx[trump][:, None, :].expand(-1, N_SEATS - 1, -1))
+            .reshape(-1, HIDDEN_HANDS_SIZE)
+        )
+
     def forward(
         self, obs: torch.Tensor, mask: torch.Tensor, hidden: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(logits (N,56), values (N,)); ``hidden`` (N,144) is required by a central critic."""
+        logits, values, _ = self.forward_all(obs, mask, hidden)
+        return logits, values
+
+    def forward_all(
+        self, obs: torch.Tensor, mask: torch.Tensor, hidden: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """:meth:`forward` plus the belief loss (binary cross-entropy of the belief head
+        against ``hidden``, mean over cards and seats; None without a belief head)."""
         x, trump = self._inputs(obs, mask)
         h = self.trunk(x)
+        if (self.central_value or self.arch["belief"]) and hidden is None:
+            raise ValueError("a central-value or belief model needs the hidden hands to train")
+        canon = None if hidden is None else self._canonical_hands(hidden, trump).float()
         if self.central_value:
-            if hidden is None:
-                raise ValueError("a central-value model needs the hidden hands for its value")
-            if trump is not None:
-                hidden = hidden.reshape(-1, N_SEATS - 1, N_CARDS).gather(
-                    2, self.card_idx[trump][:, None, :].expand(-1, N_SEATS - 1, -1)
-                )
-            hv = self.critic(torch.cat([x, hidden.reshape(-1, HIDDEN_HANDS_SIZE).float()], -1))
+            assert canon is not None
+            hv = self.critic(torch.cat([x, canon], -1))
         else:
             hv = h
-        return self._real_logits(self.policy(h), trump), self.value(hv).squeeze(-1)
+        belief_loss = None
+        if self.arch["belief"]:
+            assert canon is not None
+            belief_loss = nn.functional.binary_cross_entropy_with_logits(self.belief(h), canon)
+        return self._real_logits(self.policy(h), trump), self.value(hv).squeeze(-1), belief_loss
+
+    def belief_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(N, 3, 48) logits that the next, partner and previous seat hold each card (real
+        card ids), from what the mover sees; ValueError for a model without a belief head."""
+        if not self.arch["belief"]:
+            raise ValueError("this model has no belief head (trained without --belief-coef)")
+        x, trump = self._inputs(obs, mask)
+        b = self.belief(self.trunk(x)).reshape(-1, N_SEATS - 1, N_CARDS)
+        if trump is None:
+            return b
+        back = torch.argsort(self.card_idx[trump], dim=-1)  # real card c sits at this position
+        return b.gather(2, back[:, None, :].expand(-1, N_SEATS - 1, -1))
 
 
 # ----------------------------------------------------------------------------- architecture
 def make_arch(
-    hidden: int, layers: int, central_value: bool, canonical_suits: bool, mask_input: bool
+    hidden: int,
+    layers: int,
+    central_value: bool,
+    canonical_suits: bool,
+    mask_input: bool,
+    belief: bool = False,
 ) -> Arch:
     """The ``arch`` dict of a model with these settings (what its checkpoint stores)."""
     return {
@@ -240,13 +286,16 @@ def make_arch(
         "central_value": bool(central_value),
         "canonical_suits": bool(canonical_suits),
         "mask_input": bool(mask_input),
+        "belief": bool(belief),
     }
 
 
 _ARCH_TYPES: dict[str, type] = {
     "obs_size": int, "n_actions": int, "hidden": int, "layers": int, "activation": str,
-    "central_value": bool, "canonical_suits": bool, "mask_input": bool,
+    "central_value": bool, "canonical_suits": bool, "mask_input": bool, "belief": bool,
 }  # fmt: skip
+ARCH_DEFAULTS: dict[str, object] = {"belief": False}
+"""Arch keys that older checkpoints lack, and the value they mean there."""
 
 
 def check_arch(arch: object) -> Arch:
@@ -255,6 +304,7 @@ def check_arch(arch: object) -> Arch:
     and action sizes. Pure arithmetic on the dict: nothing is built or allocated."""
     if not isinstance(arch, Mapping):
         raise ValueError(f"arch must be a dict, got {type(arch).__name__}")
+    arch = {**ARCH_DEFAULTS, **arch}
     missing = sorted(set(_ARCH_TYPES) - set(arch))
     unknown = sorted(map(str, set(arch) - set(_ARCH_TYPES)))
     if missing or unknown:
@@ -276,7 +326,7 @@ def check_arch(arch: object) -> Arch:
             raise ValueError(f"arch[{key!r}] must be an int 1-{top}, got {arch[key]}")
     return make_arch(
         arch["hidden"], arch["layers"], arch["central_value"], arch["canonical_suits"],
-        arch["mask_input"],
+        arch["mask_input"], arch["belief"],
     )  # fmt: skip
 
 
@@ -298,6 +348,9 @@ def state_shapes(arch: Arch) -> dict[str, tuple[int, ...]]:
     if arch["central_value"]:
         add_mlp("critic", width + HIDDEN_HANDS_SIZE)
     shapes["value.weight"], shapes["value.bias"] = (1, hidden), (1,)
+    if arch["belief"]:
+        shapes["belief.weight"] = (HIDDEN_HANDS_SIZE, hidden)
+        shapes["belief.bias"] = (HIDDEN_HANDS_SIZE,)
     return shapes
 
 
@@ -331,8 +384,9 @@ def build_model(arch: Mapping[str, object]) -> ActorCritic:
     """Rebuild a model from a checkpoint's ``arch`` dict (ValueError if it is not valid)."""
     a = check_arch(arch)
     return ActorCritic(
-        a["hidden"], a["layers"], a["central_value"], a["canonical_suits"], a["mask_input"]
-    )
+        a["hidden"], a["layers"], a["central_value"], a["canonical_suits"], a["mask_input"],
+        a["belief"],
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -415,8 +469,8 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
     try:
-        data["arch"] = check_arch(data.get("arch"))
-        check_weights(data.get("model"), data["arch"])
+        arch = check_arch(data.get("arch"))
+        check_weights(data.get("model"), arch)
     except ValueError as exc:
         raise ValueError(f"checkpoint {name}: {exc}") from exc
     if version == 1:
@@ -431,7 +485,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             f"checkpoint {name} fails its integrity check: its contents (architecture, "
             f"settings or weights) were changed after it was written"
         )
-    return data
+    return data  # data["arch"] as written: check_arch() fills keys older files lack
 
 
 def model_from_checkpoint(data: Checkpoint, path: str | os.PathLike[str]) -> ActorCritic:

@@ -1,7 +1,7 @@
 """Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
 
 A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
-``"ppo"``, ``"ppo:path/to/ckpt.pt"``). Each name maps to a factory in
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``). Each name maps to a factory in
 :data:`AGENT_FACTORIES`; factories import their agent's module when called, so that
 ``import agents`` stays cheap and torch is only loaded when a PPO agent is asked for. To add
 an agent, add one line to :data:`AGENT_FACTORIES` (or call :func:`register_agent`).
@@ -18,6 +18,7 @@ from butifarra_env.validate import check_seed
 __all__ = [
     "AGENT_FACTORIES",
     "DEFAULT_PPO_CHECKPOINT",
+    "R1_PPO_CHECKPOINT",
     "AgentFactory",
     "agent_names",
     "make_agent",
@@ -26,6 +27,10 @@ __all__ = [
 
 DEFAULT_PPO_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "ppo_butifarra.pt"
 """The shipped PPO policy, used by the spec ``"ppo"`` without a path."""
+R1_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r1.pt")
+"""The first shipped PPO policy (release 1), the spec ``"ppo-r1"``: the evaluation panel's
+``ppo`` and the search agent's default bidder, so that the figures measured with them stay
+reproducible after a stronger policy became ``"ppo"``."""
 
 AgentFactory = Callable[[str | None, int | None], Agent]
 """``factory(argument, seed)``: ``argument`` is the text after ``:`` in the spec (or None)."""
@@ -71,6 +76,11 @@ def _make_ppo(argument: str | None, seed: int | None) -> Agent:
     return agent
 
 
+def _make_ppo_r1(argument: str | None, seed: int | None) -> Agent:
+    _no_argument("ppo-r1", argument)
+    return _make_ppo(str(R1_PPO_CHECKPOINT), seed)
+
+
 def _no_argument(name: str, argument: str | None) -> None:
     if argument:
         raise ValueError(f"agent {name!r} takes no argument, got {_shown(f'{name}:{argument}')}")
@@ -84,7 +94,7 @@ def _make_search(argument: str | None, seed: int | None) -> Agent:
     spec = config.bidding
     if spec == "auto":
         try:
-            bidding = make_agent("ppo", seed)
+            bidding = make_agent("ppo-r1", seed)
         except ValueError:  # no torch or no checkpoint: the rule-based player bids
             bidding = make_agent("rule", seed)
     elif spec.split(":", 1)[0] == "search":
@@ -98,6 +108,7 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "random": _make_random,
     "rule": _make_rule,
     "ppo": _make_ppo,
+    "ppo-r1": _make_ppo_r1,
     "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""

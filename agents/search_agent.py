@@ -9,8 +9,9 @@ card itself. The card with the best mean wins. Because the score difference of a
 ``(my team's points - 36) x multiplier`` either way, maximising expected points is
 maximising expected score.
 
-Bidding (trump choice, delegation, doubling) is left to another agent (the shipped PPO
-policy when torch is installed, else the rule-based player): :attr:`SearchConfig.bidding`.
+Bidding (trump choice, delegation, doubling) is left to another agent (release 1 of the
+shipped PPO policy, ``ppo-r1``, when torch is installed, else the rule-based player):
+:attr:`SearchConfig.bidding`.
 
 The work per decision is a number of sampled deals (``samples``: deterministic for a
 seed) and, optionally, a time budget in seconds (``budget``): sampling stops at whichever
@@ -48,7 +49,8 @@ class SearchConfig:
     endgame: int = 3
     """Solve exactly once this many tricks (or fewer) are left; roll out before that."""
     bidding: str = "auto"
-    """Agent spec for trump choice and doubling: "auto" (ppo if available, else rule)."""
+    """Agent spec for trump choice and doubling: "auto" (``ppo-r1``, the PPO policy every
+    published search figure was measured with, if torch is there; else ``rule``)."""
     infer: int = 4
     """Bidding inference: draw ``infer`` x ``samples`` deals and keep ``samples`` of them,
     favouring the deals under which the bidding agent's policy would have chosen trump (and

@@ -6,7 +6,8 @@ For each setting it measures two things, separately so that neither disturbs the
    (its team against PPO, one process, one decision at a time) and every card decision it
    searches (two or more legal cards) is timed; median and worst are reported.
 2. **Strength**: duplicate deals from the dev set (tuning) or the test set (reporting)
-   against the shipped PPO policy and the rule-based player, with 95% CIs
+   against the first shipped PPO policy (``ppo-r1``, what every saved figure was measured
+   against; the option keeps the name ``ppo``) and the rule-based player, with 95% CIs
    (:func:`agents.arena.duel`, all cores; results do not depend on the number of workers).
 
     python benchmarks/search_strength.py --deals 2000 --deal-set test --out results/search
@@ -39,6 +40,9 @@ from butifarra_env.observation import encode
 from butifarra_env.options import Options
 from butifarra_env.rules import PHASE_PLAY
 
+OPPONENTS = {"ppo": "ppo-r1", "rule": "rule"}
+"""``--opponents`` name -> registry spec (``ppo`` is release 1 of the shipped policy)."""
+
 SETTINGS = (
     "search:samples=4,endgame=2",
     "search:samples=12,endgame=3",
@@ -47,8 +51,8 @@ SETTINGS = (
 
 
 def decision_times(spec: str, deals: list[tuple[int, list[int]]], seed: int) -> list[float]:
-    """Seconds per searched card decision of ``spec`` (seats 0 and 2) against PPO."""
-    agents = [make_agent(spec, seed), make_agent("ppo", seed)]
+    """Seconds per searched card decision of ``spec`` (seats 0 and 2) against PPO r1."""
+    agents = [make_agent(spec, seed), make_agent(OPPONENTS["ppo"], seed)]
     times: list[float] = []
     for dealer, hands in deals:
         game = Game(Options(), dealer, list(hands))
@@ -76,7 +80,10 @@ def measure(spec: str, args: argparse.Namespace) -> dict[str, Any]:
         "worst_ms": 1000 * times[-1],
     }
     for opponent in [] if args.timing_only else args.opponents:
-        r = duel(spec, opponent, args.deals, args.seed, args.workers, progress=True, deals=deals)
+        r = duel(
+            spec, OPPONENTS[opponent], args.deals, args.seed, args.workers, progress=True,
+            deals=deals,
+        )  # fmt: skip
         row[f"vs_{opponent}"] = {
             "mean": r.mean,
             "lo": r.ci_low,
@@ -105,7 +112,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("vs_ppo", "vs shipped PPO"), ("vs_rule", "vs rule-based")):
+    for key, label in (("vs_ppo", "vs PPO r1"), ("vs_rule", "vs rule-based")):
         have = [r for r in rows if key in r]  # a setting may be measured against one only
         if not have:
             continue
@@ -139,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deal-set", choices=sorted(DEAL_SETS), default="dev")
     p.add_argument("--deals", type=int, default=500, help="duplicate deals per opponent")
     p.add_argument("--first", type=int, default=0, help="index of the first deal of the set")
-    p.add_argument("--opponents", nargs="+", default=["ppo", "rule"], choices=["ppo", "rule"])
+    p.add_argument("--opponents", nargs="+", default=list(OPPONENTS), choices=list(OPPONENTS))
     p.add_argument("--timing-deals", type=int, default=8, help="deals played to time decisions")
     p.add_argument("--timing-only", action="store_true", help="time decisions, play no duels")
     p.add_argument("--seed", type=int, default=0)

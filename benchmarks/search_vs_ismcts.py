@@ -2,7 +2,7 @@
 
     python benchmarks/search_vs_ismcts.py --deals 150 --seed 0 --match-time --out peer.json
 
-Both play the same first ``--deals`` deals of the dev deal set against the shipped PPO
+Both play the same first ``--deals`` deals of the dev deal set against the first shipped PPO
 policy, in duplicate (each deal twice, teams swapped), inside the OpenSpiel game
 ``python_butifarra`` with its default parameters (those of ``butifarra arena``): one engine,
 the same deals, the same opponent. ISMCTS does the card play only; trump choice, delegation
@@ -294,9 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"search_vs_ismcts: error: argument --search: {e}", file=sys.stderr)
         return 2
-    ppo = make_agent("ppo", args.seed)
+    ppo = make_agent("ppo-r1", args.seed)  # what the saved figures were measured against
     ppo_player = agent_player(ppo)
-    ppo_bidder = agent_player(make_agent("ppo", args.seed))
+    ppo_bidder = agent_player(make_agent("ppo-r1", args.seed))
 
     def ismcts_team(simulations: int) -> Callable[[int], Player]:
         def build(seed: int) -> Player:
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         "deal_set": DEAL_SETS["dev"].label,
         "deals": len(deals),
         "seed": args.seed,
-        "opponent": "ppo",
+        "opponent": "ppo-r1",
         "game": str(game),
         "ismcts": {
             "simulations": simulations,

@@ -76,7 +76,9 @@ def table(cards: Sequence[ResultCard]) -> str:
             "`python -m butifarra.leaderboard`._"
         )
     members = list(PANEL)
-    header = ["agent", *(f"vs {m}" for m in members), "deals", "deal set", "version"]
+    # a member whose spec is a plain name other than its own (ppo -> ppo-r1) shows the spec
+    shown = [PANEL[m] if ":" not in PANEL[m] else m for m in members]
+    header = ["agent", *(f"vs {m}" for m in shown), "deals", "deal set", "version"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for card in sorted(cards, key=_score):
         cells = [f"`{card.agent}`", *(_cell(card, m) for m in members)]

@@ -180,7 +180,9 @@ def test_registry_builds_agents_and_lists_names_on_error() -> None:
     assert isinstance(make_agent("random", seed=1), RandomAgent)
     assert isinstance(make_agent("rule"), RuleBasedAgent)
     assert {"random", "rule", "ppo"} <= set(agent_names())
-    with pytest.raises(ValueError, match="unknown agent 'nope'; allowed: ppo, random, rule"):
+    with pytest.raises(
+        ValueError, match="unknown agent 'nope'; allowed: ppo, ppo-r1, random, rule"
+    ):
         make_agent("nope")
     with pytest.raises(ValueError, match="takes no argument"):
         make_agent("rule:extra")
@@ -544,3 +546,27 @@ def test_bits_from_masks_are_the_legal_integers_of_each_row() -> None:
 def test_rule_agent_plays_whole_hands_legally() -> None:
     _, _, games = play_hands(RuleBasedAgent(), 30, seed=5)
     assert all(g.is_over and sum(g.team_points) == 72 for g in games)
+
+
+R1_SHA256 = "4b8016b4594e8ce4f51479a14d55e12e67adccef880b684d45057fa3f9b2001b"
+"""The first shipped PPO policy (release 1), as committed before a stronger one replaced it."""
+
+
+def test_ppo_r1_stays_the_panel_and_search_bidder() -> None:
+    """Figures measured with the first shipped policy stay reproducible: ``ppo-r1`` is that
+    file, byte for byte, and the evaluation panel and the search agent's default bidder use
+    it, whatever ``ppo`` is now."""
+    import hashlib
+
+    pytest.importorskip("torch")
+    from agents import R1_PPO_CHECKPOINT
+    from agents.evaluation import PANEL, PANEL_SEARCH
+
+    assert hashlib.sha256(R1_PPO_CHECKPOINT.read_bytes()).hexdigest() == R1_SHA256
+    r1 = make_agent("ppo-r1", seed=0)
+    assert r1.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="'ppo-r1' takes no argument"):
+        make_agent("ppo-r1:other.pt")
+    assert PANEL["ppo"] == "ppo-r1" and PANEL_SEARCH.endswith("bidding=ppo-r1")
+    search = make_agent("search", seed=0)
+    assert search.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]

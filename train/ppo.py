@@ -93,6 +93,44 @@ OPPONENTS = tuple(o.name.lower() for o in Opponent)
 """Opponent names in :class:`Opponent` order: self, snapshot, rule, random."""
 
 
+def parse_opp_schedule(text: str) -> list[tuple[float, np.ndarray]]:
+    """``opp_schedule`` as (start share, normalised probabilities) stages, in order;
+    ValueError naming what is wrong (the format is in :attr:`Config.opp_schedule`)."""
+    form = 'stages "FROM:name=share,...;..." with names self, snapshot, rule, random'
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"opp_schedule must be {form}, got {text!r}")
+    stages: list[tuple[float, np.ndarray]] = []
+    for stage in text.split(";"):
+        start_text, sep, mix = stage.partition(":")
+        try:
+            start = float(start_text)
+        except ValueError:
+            start = math.nan
+        if not sep or not 0.0 <= start < 1.0:
+            raise ValueError(f"opp_schedule stage {stage!r}: FROM must be a share in [0, 1)")
+        p = np.zeros(len(Opponent))
+        for item in mix.split(","):
+            name, eq, value = (part.strip() for part in item.partition("="))
+            try:
+                share = float(value)
+            except ValueError:
+                share = math.nan
+            if not eq or name not in OPPONENTS or not 0.0 <= share < math.inf:
+                raise ValueError(
+                    f"opp_schedule stage {stage!r}: {item.strip()!r} is not name=share "
+                    f"with name one of {', '.join(OPPONENTS)} and share >= 0"
+                )
+            p[OPPONENTS.index(name)] = share
+        if p.sum() <= 0:
+            raise ValueError(f"opp_schedule stage {stage!r}: the shares must not all be 0")
+        if stages and start <= stages[-1][0]:
+            raise ValueError(f"opp_schedule stage {stage!r}: stages must start in increasing order")
+        stages.append((start, p / p.sum()))
+    if stages[0][0] != 0.0:
+        raise ValueError(f"opp_schedule: the first stage must start at 0, got {stages[0][0]}")
+    return stages
+
+
 MAX_NUM_ENVS = 1 << 16
 """Most engine slots a run may ask for (each holds ~45 KB of rollout buffers)."""
 
@@ -135,6 +173,11 @@ class Config:
     """Relabel suits inside the model so trump is always suit 0 (shares card-play learning)."""
     mask_input: bool = True
     """Feed the legal-action mask to the networks as 56 extra inputs."""
+    belief: bool = True
+    """Belief head on the policy trunk: predicts which other seat holds each card, trained
+    as an auxiliary loss (weight ``belief_coef``) against the true hidden hands."""
+    belief_coef: float = 0.5
+    """Weight of the belief loss (binary cross-entropy, mean over 144 outputs)."""
     init_from: str | None = None
     """Start the network from an agent checkpoint instead of a fresh initialisation: a path,
     or "shipped" (the shipped PPO weights). On the command line the architecture flags
@@ -142,8 +185,11 @@ class Config:
 
     learning_rate: float = 5e-4
     """Adam step size."""
-    anneal_lr: bool = False
-    """Linearly anneal the step size to 0 over total_updates (needs total_updates > 0)."""
+    anneal_lr: bool = True
+    """Linearly anneal the step size towards ``lr_final`` x learning_rate over the budget
+    (the larger of the spent shares of total_updates and total_minutes)."""
+    lr_final: float = 0.0
+    """With anneal_lr: the step size at the end of the budget, as a fraction of learning_rate."""
     gamma: float = 1.0
     """Discount per own decision (a hand is short; 1.0 = undiscounted hand score)."""
     gae_lambda: float = 0.95
@@ -169,14 +215,28 @@ class Config:
     target_kl: float | None = None
     """Stop the epochs early when the approximate KL exceeds this (None = never)."""
 
-    opp_self: float = 0.15
+    opp_self: float = 0.05
     """Share of hands in pure self-play (all four seats are the learner)."""
-    opp_snapshot: float = 0.05
+    opp_snapshot: float = 0.0
     """Share of hands against a past snapshot of the policy."""
-    opp_rule: float = 0.7
+    opp_rule: float = 0.85
     """Share of hands against the fixed agent (``opponent_agent``; rule-based by default)."""
     opp_random: float = 0.1
     """Share of hands against the uniformly random agent."""
+    opp_schedule: str | None = None
+    """Opponent curriculum: stages "FROM:name=share,...;FROM:..." where FROM is the share of
+    the budget (0 to 1) at which the stage starts and names are self, snapshot, rule and
+    random (omitted ones are 0), e.g. "0:self=.3,snapshot=.1,rule=.5,random=.1;0.1:rule=.9,
+    random=.1". The first stage starts at 0. Replaces the four opp_* shares when given."""
+    teacher: str | None = "rule"
+    """Kickstarting: a registry agent ("rule") whose choice at each of the learner's
+    decisions is imitated by an extra cross-entropy loss, weighted ``teacher_coef`` at the
+    start and falling linearly to 0 at ``teacher_until`` of the budget. The learner still
+    acts itself (PPO stays on-policy); the teacher only says what it would have done."""
+    teacher_coef: float = 1.0
+    """Initial weight of the imitation loss (mean cross-entropy of the teacher's action)."""
+    teacher_until: float = 0.25
+    """Share of the budget (0 to 1) at which the imitation weight reaches 0."""
     opponent_agent: str = "rule"
     """Registry spec of the fixed agent of the ``opp_rule`` share ("rule", "random", "ppo",
     "ppo:PATH", "search:..."), on both opponent seats; also evaluated against when it is
@@ -202,6 +262,10 @@ class Config:
     export_path: str | None = None
     """Also write the model alone (an agent checkpoint) here at each checkpoint; an existing
     file is only replaced if this run wrote it."""
+    milestone_minutes: tuple[float, ...] = (10.0,)
+    """Also keep the model as it was when the run first passed each of these wall-clock
+    minutes, as ``runs/NAME/model_at_{M}min.pt`` (written once, never replaced), to measure
+    the run part-way (e.g. the 10-minute target) at full evaluation size."""
     resume: bool = False
     """Continue runs/NAME from checkpoint.pt (checkpoint.prev.pt if that one is unreadable).
     Without it, a run name that already holds a run is refused."""
@@ -230,19 +294,23 @@ class Config:
         for name in ("total_updates", "eval_every", "torch_threads", "seed", "eval_seed"):
             check_int(name, getattr(self, name), 0)
         check_number("total_minutes", self.total_minutes, 0.0, lo_inclusive=True)
+        if not isinstance(self.milestone_minutes, (tuple, list)):
+            raise ValueError(
+                f"milestone_minutes must be a list of minutes, got {self.milestone_minutes!r}"
+            )
+        for m in self.milestone_minutes:
+            check_number("milestone_minutes", m, 0.0)
         if self.total_minutes == 0 and self.total_updates == 0:
             raise ValueError("set total_minutes > 0 or total_updates > 0, or the run never ends")
-        if self.anneal_lr and self.total_updates == 0:
-            raise ValueError("anneal_lr needs total_updates > 0")
 
     def _validate_coefficients(self) -> None:
         for name in ("learning_rate", "clip_coef", "reward_scale"):
             check_number(name, getattr(self, name), 0.0)
-        for name in ("gamma", "gae_lambda"):
+        for name in ("gamma", "gae_lambda", "lr_final", "teacher_until"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
                 raise ValueError(f"{name} must be in [0, 1], got {v!r}")
-        for name in ("ent_coef", "vf_coef", "max_grad_norm"):
+        for name in ("ent_coef", "vf_coef", "max_grad_norm", "belief_coef", "teacher_coef"):
             check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
         if self.target_kl is not None:
             check_number("target_kl", self.target_kl, 0.0)
@@ -250,7 +318,9 @@ class Config:
     def _validate_choices(self) -> None:
         for name in ("opp_self", "opp_snapshot", "opp_rule", "opp_random"):
             check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
-        if self.opponent_probs().sum() <= 0:
+        if self.opp_schedule is not None:
+            parse_opp_schedule(self.opp_schedule)
+        elif self.opponent_probs().sum() <= 0:
             raise ValueError("opp_self, opp_snapshot, opp_rule, opp_random must not all be 0")
         if self.eval_backend not in ("arena", "batched"):
             raise ValueError(f"eval_backend must be 'arena' or 'batched': {self.eval_backend!r}")
@@ -284,14 +354,35 @@ class Config:
             make_opponent_agent(self.opponent_agent, self.seed)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"opponent_agent: {exc}") from None
+        if self.teacher is not None:
+            try:
+                make_opponent_agent(self.teacher, self.seed)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"teacher: {exc}") from None
         v = self.init_from
         if v is not None and (not isinstance(v, str) or not v.strip()):
             raise ValueError(f'init_from must be a checkpoint path or "shipped", got {v!r}')
 
-    def opponent_probs(self) -> np.ndarray:
-        """Per-hand probabilities of each :class:`Opponent` (in that order), normalised."""
+    def opponent_probs(self, progress: float = 0.0) -> np.ndarray:
+        """Per-hand probabilities of each :class:`Opponent` (in that order), normalised, when
+        ``progress`` (0 to 1) of the budget is spent (the stage of ``opp_schedule`` then)."""
+        if self.opp_schedule is not None:
+            stages = parse_opp_schedule(self.opp_schedule)
+            return next(p for start, p in reversed(stages) if progress >= start)
         p = np.array([self.opp_self, self.opp_snapshot, self.opp_rule, self.opp_random], float)
         return p / p.sum() if p.sum() > 0 and (p >= 0).all() else p
+
+    def teacher_weight(self, progress: float) -> float:
+        """Weight of the imitation loss when ``progress`` (0 to 1) of the budget is spent."""
+        if self.teacher is None or self.teacher_until <= 0:
+            return 0.0
+        return self.teacher_coef * max(0.0, 1.0 - progress / self.teacher_until)
+
+    def uses_fixed_agent(self) -> bool:
+        """Some hands are drawn against ``opponent_agent`` (at some stage of the schedule)."""
+        if self.opp_schedule is not None:
+            return any(p[Opponent.RULE] > 0 for _, p in parse_opp_schedule(self.opp_schedule))
+        return self.opp_rule > 0
 
     @property
     def name(self) -> str:
@@ -343,6 +434,7 @@ from agents.ppo_net import (  # noqa: E402
     ActorCritic,
     Checkpoint,
     UnverifiedCheckpointWarning,
+    check_arch,
     check_weights,
     hidden_hands,
     load_checkpoint,
@@ -359,7 +451,12 @@ from agents.ppo_net import (  # noqa: E402
 def model_for(cfg: Config) -> ActorCritic:
     """The network a config asks for."""
     return ActorCritic(
-        cfg.hidden, cfg.layers, cfg.central_value, cfg.canonical_suits, cfg.mask_input
+        cfg.hidden,
+        cfg.layers,
+        cfg.central_value,
+        cfg.canonical_suits,
+        cfg.mask_input,
+        cfg.belief,
     )
 
 
@@ -390,6 +487,8 @@ class HandBuffers:
     """(N, L) int8 seat of each decision."""
     hid: np.ndarray
     """(N, L, 144) uint8 hidden hands for the centralised critic ((N, L, 0) without one)."""
+    teach: np.ndarray
+    """(N, L) int64 the teacher's action at each decision (-1 where it was not asked)."""
     len: np.ndarray
     """(N,) int64 decisions stored so far in each slot's hand."""
 
@@ -404,6 +503,7 @@ class HandBuffers:
             val=np.zeros((n, steps), np.float32),
             seat=np.zeros((n, steps), np.int8),
             hid=np.zeros((n, steps, hidden_size), np.uint8),
+            teach=np.full((n, steps), -1, np.int64),
             len=np.zeros(n, np.int64),
         )
 
@@ -427,6 +527,8 @@ class OpponentPool:
     """Plays for the snapshot drawn for the current rollout."""
     fixed: Agent | None
     """The fixed agent of ``opponent_agent`` (None when no hand is drawn against it)."""
+    teacher: Agent | None = None
+    """The agent the learner imitates early on (``Config.teacher``; None without one)."""
     snapshots: list[dict[str, torch.Tensor]] = field(default_factory=list)
     """state_dicts of past policies, oldest first."""
 
@@ -458,6 +560,10 @@ class RolloutState:
     """(N,) the team (0: seats 0 and 2, 1: seats 1 and 3) the learner plays in each hand."""
     opponent: np.ndarray
     """(N,) the :class:`Opponent` of each hand."""
+    probs: np.ndarray
+    """Probabilities of each :class:`Opponent` for the hands dealt now (the schedule's stage)."""
+    ask_teacher: bool = False
+    """Record the teacher's action at each learner decision (while its weight is > 0)."""
 
 
 @dataclass
@@ -487,7 +593,12 @@ def draw_opponents(
 
 
 def start_rollouts(
-    cfg: Config, update: int, env_factory: EnvFactory, rng: np.random.Generator, pool: OpponentPool
+    cfg: Config,
+    update: int,
+    env_factory: EnvFactory,
+    rng: np.random.Generator,
+    pool: OpponentPool,
+    progress: float = 0.0,
 ) -> RolloutState:
     """Fresh engine and empty buffers, seeded from ``(seed, update)``, so that a resumed run
     replays exactly what an uninterrupted one does (in-progress hands of the previous
@@ -498,24 +609,28 @@ def start_rollouts(
     obs, mask, seat = env.reset(seed=env_seed)
     if pool.fixed is not None:
         pool.fixed.reset(seed=env_seed)
-    buffers = HandBuffers.empty(n, HIDDEN_HANDS_SIZE if cfg.central_value else 0)
+    buffers = HandBuffers.empty(n, HIDDEN_HANDS_SIZE if needs_hidden(cfg) else 0)
     learner_team = rng.integers(0, 2, n)
-    opponent = draw_opponents(rng, n, cfg.opponent_probs(), bool(pool.snapshots))
+    probs = cfg.opponent_probs(progress)
+    opponent = draw_opponents(rng, n, probs, bool(pool.snapshots))
     return RolloutState(
-        env, np.asarray(obs), np.asarray(mask), np.asarray(seat), buffers, learner_team, opponent
-    )
+        env, np.asarray(obs), np.asarray(mask), np.asarray(seat), buffers, learner_team, opponent,
+        probs,
+    )  # fmt: skip
 
 
 def learner_acts(
     st: RolloutState,
     slots: np.ndarray,
     model: ActorCritic,
-    central_value: bool,
+    with_hidden: bool,
     device: torch.device,
+    teacher: Agent | None = None,
 ) -> np.ndarray:
-    """Sample the learner's actions at ``slots`` and store the decisions in the buffers."""
+    """Sample the learner's actions at ``slots`` and store the decisions in the buffers
+    (with ``teacher``'s choices, when given)."""
     obs, mask, seat = st.obs[slots], st.mask[slots], st.seat[slots]
-    hid = hidden_hands(np.asarray(st.env.state())[slots], seat) if central_value else None
+    hid = hidden_hands(np.asarray(st.env.state())[slots], seat) if with_hidden else None
     o, m = torch.from_numpy(obs).to(device), torch.from_numpy(mask).to(device)
     h = None if hid is None else torch.from_numpy(hid).to(device)
     with torch.no_grad():
@@ -526,6 +641,8 @@ def learner_acts(
     decision |= {"val": values.cpu().numpy(), "seat": seat}
     if hid is not None:
         decision["hid"] = hid
+    if teacher is not None:
+        decision["teach"] = teacher.act_batch(obs, mask)
     st.buffers.append(slots, decision)
     return act
 
@@ -558,7 +675,8 @@ def choose_actions(
     rand = np.flatnonzero(~learner & (opp == Opponent.RANDOM))
     actions = np.zeros(len(opp), np.int64)
     if len(mine):
-        actions[mine] = learner_acts(st, mine, model, cfg.central_value, device)
+        teacher = pool.teacher if st.ask_teacher else None
+        actions[mine] = learner_acts(st, mine, model, needs_hidden(cfg), device, teacher)
     if len(snap):
         actions[snap] = policy_samples(pool.snapshot_model, st.obs[snap], st.mask[snap], device)
     if len(fixed):
@@ -589,8 +707,9 @@ def finish_hands(
     np.add.at(stats.points, st.opponent[ended], rewards[ended, st.learner_team[ended]])
     np.add.at(stats.hands, st.opponent[ended], 1)
     st.buffers.len[ended] = 0
+    st.buffers.teach[ended] = -1
     st.learner_team[ended] = rng.integers(0, 2, len(ended))
-    st.opponent[ended] = draw_opponents(rng, len(ended), cfg.opponent_probs(), bool(pool.snapshots))
+    st.opponent[ended] = draw_opponents(rng, len(ended), st.probs, bool(pool.snapshots))
     return hands
 
 
@@ -667,8 +786,13 @@ def per_seat_gae(
 
 
 # ----------------------------------------------------------------------------- PPO update
-LOSS_STATS = ("pg", "v", "ent", "kl", "clip")
+LOSS_STATS = ("pg", "v", "ent", "kl", "clip", "belief", "teacher")
 """Per-minibatch diagnostics: policy loss, value loss, entropy, approximate KL, clip fraction."""
+
+
+def needs_hidden(cfg: Config) -> bool:
+    """The decisions must carry the hidden hands (for the central critic or the belief loss)."""
+    return cfg.central_value or cfg.belief
 
 
 def flat_batch(batch: Batch, cfg: Config, device: torch.device) -> dict[str, torch.Tensor]:
@@ -677,7 +801,8 @@ def flat_batch(batch: Batch, cfg: Config, device: torch.device) -> dict[str, tor
         batch["val"], batch["seat"], batch["len"], batch["rew"], cfg.gamma, cfg.gae_lambda
     )
     valid = np.arange(batch["val"].shape[1])[None, :] < batch["len"][:, None]
-    names = ("obs", "mask", "act", "logp", "val") + (("hid",) if cfg.central_value else ())
+    names = ("obs", "mask", "act", "logp", "val", "teach")
+    names += ("hid",) if needs_hidden(cfg) else ()
     flat = {k: torch.from_numpy(batch[k][valid]).to(device) for k in names}
     flat["adv"] = torch.from_numpy(adv[valid]).to(device)
     flat["ret"] = torch.from_numpy(ret[valid]).to(device)
@@ -695,12 +820,20 @@ def value_loss(
 
 
 def ppo_loss(
-    model: ActorCritic, b: dict[str, torch.Tensor], j: torch.Tensor, cfg: Config
+    model: ActorCritic,
+    b: dict[str, torch.Tensor],
+    j: torch.Tensor,
+    cfg: Config,
+    teacher_weight: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped PPO loss on the rows ``j`` of the flat batch ``b``, and its diagnostics."""
+    """Clipped PPO loss on the rows ``j`` of the flat batch ``b`` (plus the auxiliary belief
+    and imitation losses), and its diagnostics."""
     mask = b["mask"][j]
-    logits, value = model(b["obs"][j], mask, b["hid"][j] if "hid" in b else None)
-    new_logp = masked_log_probs(logits, mask).gather(-1, b["act"][j][:, None]).squeeze(-1)
+    logits, value, belief_loss = model.forward_all(
+        b["obs"][j], mask, b["hid"][j] if "hid" in b else None
+    )
+    all_logp = masked_log_probs(logits, mask)
+    new_logp = all_logp.gather(-1, b["act"][j][:, None]).squeeze(-1)
     entropy = masked_entropy(logits, mask).mean()
     log_ratio = new_logp - b["logp"][j]
     ratio = log_ratio.exp()
@@ -714,7 +847,18 @@ def ppo_loss(
     pg_loss = torch.max(-a * ratio, -a * clipped).mean()
     v_loss = value_loss(value, b["val"][j], b["ret"][j], cfg)
     loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
-    return loss, dict(zip(LOSS_STATS, (pg_loss, v_loss, entropy, approx_kl, clipfrac), strict=True))
+    if belief_loss is None:
+        belief_loss = torch.tensor(math.nan)  # logged as nan: no belief head
+    else:
+        loss = loss + cfg.belief_coef * belief_loss
+    teach = b["teach"][j]
+    asked = teach >= 0
+    imitation = torch.tensor(math.nan)  # logged as nan: no teacher now
+    if teacher_weight > 0 and bool(asked.any()):
+        imitation = -all_logp[asked].gather(-1, teach[asked][:, None]).mean()
+        loss = loss + teacher_weight * imitation
+    parts = (pg_loss, v_loss, entropy, approx_kl, clipfrac, belief_loss, imitation)
+    return loss, dict(zip(LOSS_STATS, parts, strict=True))
 
 
 def ppo_update(
@@ -722,22 +866,24 @@ def ppo_update(
     optimizer: torch.optim.Optimizer,
     batch: Batch,
     cfg: Config,
-    update: int,
+    progress: float,
     device: torch.device,
 ) -> dict[str, float]:
-    """Clipped PPO epochs over minibatches of one rollout's finished hands."""
+    """Clipped PPO epochs over minibatches of one rollout's finished hands; ``progress``
+    (0 to 1) is the share of the budget spent, for the step-size schedule."""
     b = flat_batch(batch, cfg, device)
     size = len(b["act"])
     mb = max(1, math.ceil(size / cfg.num_minibatches))
+    teacher_weight = cfg.teacher_weight(progress)
     if cfg.anneal_lr:
-        frac = 1.0 - update / cfg.total_updates
+        frac = 1.0 - (1.0 - cfg.lr_final) * min(1.0, progress)
         optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
     model.train()
     stats: dict[str, list[float]] = {k: [] for k in LOSS_STATS}
     for _ in range(cfg.update_epochs):
         perm = torch.randperm(size, device=device)
         for start in range(0, size, mb):
-            loss, parts = ppo_loss(model, b, perm[start : start + mb], cfg)
+            loss, parts = ppo_loss(model, b, perm[start : start + mb], cfg, teacher_weight)
             optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -764,6 +910,8 @@ def update_metrics(
         "entropy": float(np.mean(stats["ent"])),
         "approx_kl": float(np.mean(stats["kl"])),
         "clipfrac": float(np.mean(stats["clip"])),
+        "loss_belief": float(np.mean(stats["belief"])),
+        "loss_teacher": float(np.mean(stats["teacher"])),
         "explained_variance": explained,
         "batch_transitions": float(len(returns)),
         "learning_rate": float(optimizer.param_groups[0]["lr"]),
@@ -969,7 +1117,7 @@ def check_training_checkpoint(data: Checkpoint, path: Path) -> None:
                 raise ValueError(f"{key!r} is missing or of the wrong type")
         for i, snapshot in enumerate(data["snapshots"]):
             try:
-                check_weights(snapshot, data["arch"])
+                check_weights(snapshot, check_arch(data["arch"]))
             except ValueError as exc:
                 raise ValueError(f"snapshot {i}: {exc}") from exc
         rng = data["rng"]
@@ -1067,7 +1215,7 @@ def check_export_path(export_path: str | None, run_id: str, own_files: list[Path
 
 SHIPPED = "shipped"
 """``init_from`` value naming the shipped PPO weights (``make_agent("ppo")``'s checkpoint)."""
-ARCH_FIELDS = ("hidden", "layers", "central_value", "canonical_suits", "mask_input")
+ARCH_FIELDS = ("hidden", "layers", "central_value", "canonical_suits", "mask_input", "belief")
 """Config fields that define the network (an ``init_from`` checkpoint's ``arch`` sets them)."""
 
 
@@ -1085,7 +1233,7 @@ def init_checkpoint(init_from: str) -> Checkpoint:
 
 def init_arch(init_from: str) -> dict[str, Any]:
     """The :data:`ARCH_FIELDS` settings of the network in ``init_from``'s checkpoint."""
-    arch = dict(init_checkpoint(init_from)["arch"])
+    arch = dict(check_arch(init_checkpoint(init_from)["arch"]))
     return {k: arch[k] for k in ARCH_FIELDS}
 
 
@@ -1107,7 +1255,7 @@ def load_init_weights(cfg: Config) -> dict[str, torch.Tensor] | None:
     if cfg.init_from is None:
         return None
     data = init_checkpoint(cfg.init_from)
-    theirs = {k: dict(data["arch"])[k] for k in ARCH_FIELDS}
+    theirs = {k: dict(check_arch(data["arch"]))[k] for k in ARCH_FIELDS}
     ours = {k: getattr(cfg, k) for k in ARCH_FIELDS}
     if theirs != ours:
         differ = ", ".join(
@@ -1118,6 +1266,17 @@ def load_init_weights(cfg: Config) -> dict[str, torch.Tensor] | None:
             f"out or pass {arch_flags(theirs)} (nothing was changed)"
         )
     return dict(data["model"])
+
+
+def budget_progress(cfg: Config, update: int, elapsed_s: float) -> float:
+    """Share of the budget spent at ``update``/``elapsed_s``: the larger of the update and
+    wall-clock shares (a time-limited run's schedule follows the clock)."""
+    shares = [0.0]
+    if cfg.total_updates:
+        shares.append(update / cfg.total_updates)
+    if cfg.total_minutes:
+        shares.append(elapsed_s / (60.0 * cfg.total_minutes))
+    return min(1.0, max(shares))
 
 
 def budget_spent(cfg: Config, update: int, elapsed_s: float) -> bool:
@@ -1158,11 +1317,13 @@ CSV_FIELDS = (
     "train_vs_snapshot", "train_vs_rule", "train_vs_random",
     "loss_policy", "loss_value", "entropy", "approx_kl", "clipfrac", "explained_variance",
     "learning_rate", "eval_random_mean", "eval_random_ci95", "eval_rule_mean", "eval_rule_ci95",
-    "eval_seconds", "eval_opponent_mean", "eval_opponent_ci95",
+    "eval_seconds", "eval_opponent_mean", "eval_opponent_ci95", "loss_belief", "loss_teacher",
 )  # fmt: skip
 """metrics.csv columns (new ones go last: a resumed run's older file is rewritten with them)."""
 TB_GROUPS = {
     **{k: "losses" for k in ("loss_policy", "loss_value", "entropy", "approx_kl", "clipfrac")},
+    "loss_belief": "losses",
+    "loss_teacher": "losses",
     **{k: "charts" for k in ("explained_variance", "learning_rate")},
     **{k: "charts" for k in ("steps_per_second", "batch_transitions", "hands", "minutes")},
     **{k: "eval" for k in CSV_FIELDS if k.startswith("eval_")},
@@ -1302,7 +1463,12 @@ class Trainer:
             self.model.load_state_dict(init_weights)
         self.pool = OpponentPool(
             snapshot_model=model_for(cfg).to(self.device),
-            fixed=make_opponent_agent(cfg.opponent_agent, cfg.seed) if cfg.opp_rule > 0 else None,
+            fixed=(
+                make_opponent_agent(cfg.opponent_agent, cfg.seed)
+                if cfg.uses_fixed_agent()
+                else None
+            ),
+            teacher=None if cfg.teacher is None else make_opponent_agent(cfg.teacher, cfg.seed),
         )
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learning_rate, eps=1e-5)
         self.update = self.global_step = self.hands = 0
@@ -1340,7 +1506,7 @@ class Trainer:
         except (TypeError, ValueError) as exc:
             raise RunRefused(f"checkpoint {str(path)!r} holds invalid settings: {exc}") from exc
         args = (merged.hidden, merged.layers, merged.central_value, merged.canonical_suits)
-        if make_arch(*args, merged.mask_input) != resume["arch"]:
+        if make_arch(*args, merged.mask_input, merged.belief) != check_arch(resume["arch"]):
             raise RunRefused(f"checkpoint {str(path)!r}: its settings do not match its network")
         if budget_spent(merged, resume["update"], resume["elapsed_s"]):
             raise RunRefused(
@@ -1376,6 +1542,7 @@ class Trainer:
                     self._log(self.last_metrics)
                     if self.update % cfg.checkpoint_every == 0 or self.done():
                         self.save()
+                    self._save_milestones()
                     bar.update(1)
                     bar.set_postfix(self._postfix())
                     if on_update is not None:
@@ -1403,8 +1570,13 @@ class Trainer:
     def train_one_update(self) -> dict[str, float]:
         """Rollout, PPO update and (every ``eval_every`` updates) evaluation; the metrics."""
         cfg = self.cfg
+        progress = budget_progress(cfg, self.update, self.elapsed)
         if self.rollouts is None or self.update % cfg.checkpoint_every == 0:
-            self.rollouts = start_rollouts(cfg, self.update, self.env_factory, self.rng, self.pool)
+            self.rollouts = start_rollouts(
+                cfg, self.update, self.env_factory, self.rng, self.pool, progress
+            )
+        self.rollouts.probs = cfg.opponent_probs(progress)
+        self.rollouts.ask_teacher = cfg.teacher_weight(progress) > 0
         if self.update % cfg.snapshot_every == 0:
             self.pool.add_snapshot(self.model, cfg.snapshot_pool)
         batch, stats = collect_rollout(
@@ -1412,7 +1584,7 @@ class Trainer:
         )
         metrics: dict[str, float] = {}
         if batch is not None:
-            metrics = ppo_update(self.model, self.optimizer, batch, cfg, self.update, self.device)
+            metrics = ppo_update(self.model, self.optimizer, batch, cfg, progress, self.device)
         steps = cfg.num_envs * cfg.num_steps
         self.update += 1
         self.global_step += steps
@@ -1478,6 +1650,19 @@ class Trainer:
         self._saved_update = self.update
         if self.cfg.export_path:
             save_torch(model_payload(self.model, asdict(self.cfg), info), self.cfg.export_path)
+
+    def milestone_path(self, minutes: float) -> Path:
+        """Where the model as of ``minutes`` of training is kept (``model_at_10min.pt``)."""
+        return self.out_dir / f"model_at_{minutes:g}min.pt"
+
+    def _save_milestones(self) -> None:
+        """Write the model once for each milestone the run has just passed (a file that is
+        already there, from before a resume, is kept as it is)."""
+        for minutes in self.cfg.milestone_minutes:
+            path = self.milestone_path(minutes)
+            if self.elapsed >= 60.0 * minutes and not path.exists():
+                info = {"update": self.update, "elapsed_s": self.elapsed, "run_id": self.run_id}
+                save_torch(model_payload(self.model, asdict(self.cfg), info), path)
 
     def _restore(self, data: Checkpoint, path: Path) -> None:
         """Model, optimiser, snapshot pool, counters and RNG states of a full checkpoint."""
