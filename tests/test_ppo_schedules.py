@@ -242,3 +242,51 @@ def test_teacher_makes_the_learner_play_like_it(tmp_path: Path) -> None:
     assert with_teacher > without + 0.15, (with_teacher, without)
     assert not math.isnan(losses[0]) and losses[4] < losses[0], losses
     assert all(math.isnan(v) for v in losses[6:]), losses  # weight 0 from 6/8 = 0.75 on
+
+
+class _SpyTeacher:
+    """Wraps the teacher and records, per call, whether each asked position offered a card."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.card_rows: list[int] = []
+        self.bid_rows: list[int] = []
+
+    def act_batch(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        cards = mask[:, :48].any(axis=1)
+        self.card_rows.append(int(cards.sum()))
+        self.bid_rows.append(int((~cards).sum()))
+        return self.inner.act_batch(obs, mask)  # type: ignore[attr-defined, no-any-return]
+
+
+def test_teacher_bid_floor_keeps_teaching_the_bids_only(tmp_path: Path) -> None:
+    """After the imitation schedule ends, ``teacher_bid_floor`` keeps the teacher on the
+    bidding and doubling decisions (its loss stays logged) and stops asking it about cards."""
+    cfg = tiny_config(
+        tmp_path,
+        total_updates=6,
+        num_steps=60,
+        teacher="rule",
+        teacher_until=0.3,
+        teacher_bid_floor=1.0,
+    )
+    assert cfg.asks_teacher(0.9) and not replace(cfg, teacher_bid_floor=0.0).asks_teacher(0.9)
+    assert not replace(cfg, teacher=None).asks_teacher(0.0)
+    with pytest.raises(ValueError, match="teacher_bid_floor"):
+        replace(cfg, teacher_bid_floor=-0.1).validate()
+    trainer = Trainer(cfg)
+    assert trainer.pool.teacher is not None
+    spy = _SpyTeacher(trainer.pool.teacher)
+    trainer.pool.teacher = spy  # type: ignore[assignment]
+    calls_before: list[int] = []
+    losses: list[float] = []
+
+    def after(t: Trainer) -> None:
+        calls_before.append(len(spy.card_rows))
+        losses.append(t.last_metrics.get("loss_teacher", math.nan))
+
+    trainer.train(on_update=after)
+    late = slice(calls_before[1], None)  # updates 3..6: progress >= 2/6 > teacher_until
+    assert sum(spy.card_rows[: calls_before[0]]) > 0  # taught on cards while scheduled
+    assert sum(spy.card_rows[late]) == 0 and sum(spy.bid_rows[late]) > 0
+    assert all(not math.isnan(v) for v in losses), losses

@@ -67,6 +67,7 @@ from agents.ppo_agent import PPOAgent
 from agents.registry import DEFAULT_PPO_CHECKPOINT
 from butifarra_env.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.batched import BatchedEnv
+from butifarra_env.cards import N_CARDS
 from butifarra_env.fileio import atomic_writer
 from butifarra_env.observation import OBS_SIZE
 from butifarra_env.validate import check_int, check_number
@@ -237,6 +238,10 @@ class Config:
     """Initial weight of the imitation loss (mean cross-entropy of the teacher's action)."""
     teacher_until: float = 0.25
     """Share of the budget (0 to 1) at which the imitation weight reaches 0."""
+    teacher_bid_floor: float = 0.0
+    """Least imitation weight on bidding and doubling decisions (no card to play), kept for
+    the whole run: these are rare and high-variance, so PPO alone drifts from the teacher's
+    calibrated bids after the schedule ends. 0 = they follow the schedule like the rest."""
     opponent_agent: str = "rule"
     """Registry spec of the fixed agent of the ``opp_rule`` share ("rule", "random", "ppo",
     "ppo:PATH", "search:..."), on both opponent seats; also evaluated against when it is
@@ -310,7 +315,14 @@ class Config:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
                 raise ValueError(f"{name} must be in [0, 1], got {v!r}")
-        for name in ("ent_coef", "vf_coef", "max_grad_norm", "belief_coef", "teacher_coef"):
+        for name in (
+            "ent_coef",
+            "vf_coef",
+            "max_grad_norm",
+            "belief_coef",
+            "teacher_coef",
+            "teacher_bid_floor",
+        ):
             check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
         if self.target_kl is not None:
             check_number("target_kl", self.target_kl, 0.0)
@@ -377,6 +389,12 @@ class Config:
         if self.teacher is None or self.teacher_until <= 0:
             return 0.0
         return self.teacher_coef * max(0.0, 1.0 - progress / self.teacher_until)
+
+    def asks_teacher(self, progress: float) -> bool:
+        """The teacher's choices are needed when ``progress`` of the budget is spent."""
+        return self.teacher is not None and (
+            self.teacher_weight(progress) > 0 or self.teacher_bid_floor > 0
+        )
 
     def uses_fixed_agent(self) -> bool:
         """Some hands are drawn against ``opponent_agent`` (at some stage of the schedule)."""
@@ -564,6 +582,9 @@ class RolloutState:
     """Probabilities of each :class:`Opponent` for the hands dealt now (the schedule's stage)."""
     ask_teacher: bool = False
     """Record the teacher's action at each learner decision (while its weight is > 0)."""
+    teach_bids_only: bool = False
+    """Ask the teacher at bidding and doubling decisions only (its schedule has ended and
+    only ``teacher_bid_floor`` still weighs them)."""
 
 
 @dataclass
@@ -626,9 +647,11 @@ def learner_acts(
     with_hidden: bool,
     device: torch.device,
     teacher: Agent | None = None,
+    teach_bids_only: bool = False,
 ) -> np.ndarray:
     """Sample the learner's actions at ``slots`` and store the decisions in the buffers
-    (with ``teacher``'s choices, when given)."""
+    (with ``teacher``'s choices, when given: at every decision, or at the bidding and
+    doubling ones only with ``teach_bids_only``)."""
     obs, mask, seat = st.obs[slots], st.mask[slots], st.seat[slots]
     hid = hidden_hands(np.asarray(st.env.state())[slots], seat) if with_hidden else None
     o, m = torch.from_numpy(obs).to(device), torch.from_numpy(mask).to(device)
@@ -641,8 +664,14 @@ def learner_acts(
     decision |= {"val": values.cpu().numpy(), "seat": seat}
     if hid is not None:
         decision["hid"] = hid
-    if teacher is not None:
+    if teacher is not None and not teach_bids_only:
         decision["teach"] = teacher.act_batch(obs, mask)
+    elif teacher is not None:
+        teach = np.full(len(slots), -1, np.int64)
+        bids = ~mask[:, :N_CARDS].any(axis=1)
+        if bids.any():
+            teach[bids] = teacher.act_batch(obs[bids], mask[bids])
+        decision["teach"] = teach
     st.buffers.append(slots, decision)
     return act
 
@@ -676,7 +705,9 @@ def choose_actions(
     actions = np.zeros(len(opp), np.int64)
     if len(mine):
         teacher = pool.teacher if st.ask_teacher else None
-        actions[mine] = learner_acts(st, mine, model, needs_hidden(cfg), device, teacher)
+        actions[mine] = learner_acts(
+            st, mine, model, needs_hidden(cfg), device, teacher, st.teach_bids_only
+        )
     if len(snap):
         actions[snap] = policy_samples(pool.snapshot_model, st.obs[snap], st.mask[snap], device)
     if len(fixed):
@@ -825,6 +856,7 @@ def ppo_loss(
     j: torch.Tensor,
     cfg: Config,
     teacher_weight: float = 0.0,
+    bid_floor: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped PPO loss on the rows ``j`` of the flat batch ``b`` (plus the auxiliary belief
     and imitation losses), and its diagnostics."""
@@ -854,9 +886,12 @@ def ppo_loss(
     teach = b["teach"][j]
     asked = teach >= 0
     imitation = torch.tensor(math.nan)  # logged as nan: no teacher now
-    if teacher_weight > 0 and bool(asked.any()):
-        imitation = -all_logp[asked].gather(-1, teach[asked][:, None]).mean()
-        loss = loss + teacher_weight * imitation
+    if (teacher_weight > 0 or bid_floor > 0) and bool(asked.any()):
+        ce = -all_logp[asked].gather(-1, teach[asked][:, None]).squeeze(-1)
+        bidding = ~mask[asked][:, :N_CARDS].bool().any(-1)
+        weight = torch.where(bidding, max(teacher_weight, bid_floor), teacher_weight)
+        imitation = ce.mean()
+        loss = loss + (weight * ce).mean()
     parts = (pg_loss, v_loss, entropy, approx_kl, clipfrac, belief_loss, imitation)
     return loss, dict(zip(LOSS_STATS, parts, strict=True))
 
@@ -883,7 +918,9 @@ def ppo_update(
     for _ in range(cfg.update_epochs):
         perm = torch.randperm(size, device=device)
         for start in range(0, size, mb):
-            loss, parts = ppo_loss(model, b, perm[start : start + mb], cfg, teacher_weight)
+            loss, parts = ppo_loss(
+                model, b, perm[start : start + mb], cfg, teacher_weight, cfg.teacher_bid_floor
+            )
             optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -1576,7 +1613,8 @@ class Trainer:
                 cfg, self.update, self.env_factory, self.rng, self.pool, progress
             )
         self.rollouts.probs = cfg.opponent_probs(progress)
-        self.rollouts.ask_teacher = cfg.teacher_weight(progress) > 0
+        self.rollouts.ask_teacher = cfg.asks_teacher(progress)
+        self.rollouts.teach_bids_only = cfg.teacher_weight(progress) <= 0
         if self.update % cfg.snapshot_every == 0:
             self.pool.add_snapshot(self.model, cfg.snapshot_pool)
         batch, stats = collect_rollout(
