@@ -83,8 +83,9 @@ def test_train_off_policy_reads_masks_from_info() -> None:
     assert pop == [agent] and agent.steps >= 2000 and len(fitnesses) == 1
     ends = [end for env in wrapped for end in env.ends]
     assert len(ends) > 100  # training and evaluation hands
+    # a penalised move always says so in info; the reward alone cannot tell, since a real
+    # hand lost at the top of the doubling chain scores exactly the penalty
     assert all("illegal_action" not in info for _, info in ends)
-    assert all(reward != PENALTY for reward, _ in ends)
     assert all("hand_result" in info for _, info in ends)  # each ended as a played hand
     assert np.isfinite(fitnesses[0])  # DQN.test's mean score over whole evaluation hands
 
