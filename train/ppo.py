@@ -640,6 +640,12 @@ def start_rollouts(
     )  # fmt: skip
 
 
+def bidding_rows(mask: Any) -> Any:
+    """Rows of a (N, 56) legal-action mask (numpy or torch) with no card to play: the
+    bidding and doubling decisions (``teacher_bid_floor`` keeps teaching those)."""
+    return ~mask[:, :N_CARDS].any(-1)
+
+
 def learner_acts(
     st: RolloutState,
     slots: np.ndarray,
@@ -668,7 +674,7 @@ def learner_acts(
         decision["teach"] = teacher.act_batch(obs, mask)
     elif teacher is not None:
         teach = np.full(len(slots), -1, np.int64)
-        bids = ~mask[:, :N_CARDS].any(axis=1)
+        bids = bidding_rows(mask)
         if bids.any():
             teach[bids] = teacher.act_batch(obs[bids], mask[bids])
         decision["teach"] = teach
@@ -856,7 +862,6 @@ def ppo_loss(
     j: torch.Tensor,
     cfg: Config,
     teacher_weight: float = 0.0,
-    bid_floor: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped PPO loss on the rows ``j`` of the flat batch ``b`` (plus the auxiliary belief
     and imitation losses), and its diagnostics."""
@@ -886,10 +891,12 @@ def ppo_loss(
     teach = b["teach"][j]
     asked = teach >= 0
     imitation = torch.tensor(math.nan)  # logged as nan: no teacher now
+    bid_floor = cfg.teacher_bid_floor
     if (teacher_weight > 0 or bid_floor > 0) and bool(asked.any()):
         ce = -all_logp[asked].gather(-1, teach[asked][:, None]).squeeze(-1)
-        bidding = ~mask[asked][:, :N_CARDS].bool().any(-1)
-        weight = torch.where(bidding, max(teacher_weight, bid_floor), teacher_weight)
+        weight = torch.where(
+            bidding_rows(mask[asked]), max(teacher_weight, bid_floor), teacher_weight
+        )
         imitation = ce.mean()
         loss = loss + (weight * ce).mean()
     parts = (pg_loss, v_loss, entropy, approx_kl, clipfrac, belief_loss, imitation)
@@ -918,9 +925,7 @@ def ppo_update(
     for _ in range(cfg.update_epochs):
         perm = torch.randperm(size, device=device)
         for start in range(0, size, mb):
-            loss, parts = ppo_loss(
-                model, b, perm[start : start + mb], cfg, teacher_weight, cfg.teacher_bid_floor
-            )
+            loss, parts = ppo_loss(model, b, perm[start : start + mb], cfg, teacher_weight)
             optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
