@@ -21,7 +21,7 @@ import torch.nn as nn
 
 from butifarra_env import observation
 from butifarra_env.actions import N_ACTIONS
-from butifarra_env.cards import N_CARDS, N_SUITS
+from butifarra_env.cards import BEATS, N_CARDS, N_SUITS, POINTS, STRENGTH, SUIT
 from butifarra_env.observation import OBS_SIZE
 from butifarra_env.rules import N_SEATS, TRUMP_UNSET
 
@@ -55,6 +55,8 @@ class Arch(TypedDict):
     canonical_suits: bool
     mask_input: bool
     belief: bool
+    card_features: bool
+    card_head: bool
 
 
 # ----------------------------------------------------------------------------- masked policy
@@ -124,6 +126,101 @@ def suit_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return obs_idx, card_idx, act_idx
 
 
+# ----------------------------------------------------------------------------- card features
+CARD_FEATURES = 33
+"""Per-card inputs of the card head (:func:`card_inputs`): nothing names a suit, so one
+set of weights reads every card the same way."""
+RELATIONAL_SIZE = 3 * N_CARDS + 3
+"""Extra trunk inputs with ``card_features``: per card (stronger cards of its suit still
+out, it is the master of its suit, it would win the trick now) and per position (the
+partner is winning the trick, the trick has started, its points so far)."""
+CARD_EMBED = 64
+"""Width of the card head's per-card embedding."""
+HAND_CARDS = 12
+"""Cards in a full hand: the card head runs on this many slots per position."""
+"""Width of the card head's per-card embedding."""
+
+
+def card_tables() -> dict[str, np.ndarray]:
+    """Constant per-card tables from the rules core, as float32 arrays for the model."""
+    suit = np.zeros((N_CARDS, N_SUITS), np.float32)
+    suit[np.arange(N_CARDS), SUIT] = 1.0
+    stronger = np.array(
+        [[(BEATS[c] >> d) & 1 for d in range(N_CARDS)] for c in range(N_CARDS)], np.float32
+    )
+    rank = np.zeros((N_CARDS, len(set(STRENGTH))), np.float32)
+    rank[np.arange(N_CARDS), STRENGTH] = 1.0
+    return {
+        "suit": suit,  # (48, 4) one-hot suit of each card
+        "stronger": stronger,  # (48, 48): [c, d] = d is of c's suit and beats c
+        "strength": np.asarray(STRENGTH, np.float32),  # 0 (the 2) .. 11 (the manilla)
+        "points": np.asarray(POINTS, np.float32),
+        "rank": rank,  # (48, 12) one-hot strength
+    }
+
+
+def card_inputs(
+    obs: torch.Tensor,
+    legal: torch.Tensor,
+    t: Mapping[str, torch.Tensor],
+    cards: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What the rules say about each card, computed from one seat's observations.
+
+    ``obs`` (N, 491) unscaled, ``legal`` (N, 48) the card part of the mask, ``t`` the
+    :func:`card_tables` as tensors, ``cards`` (N, K) the card ids to describe per row (all
+    48 when None). Returns (per card (N, K, CARD_FEATURES), relational per card (N, 48, 3),
+    per position (N, 3)); see :data:`RELATIONAL_SIZE`. Only what the mover sees is used
+    (cards out are those neither in the hand nor played).
+    """
+    n = obs.shape[0]
+    x = obs.float()
+    hand = x[:, observation.field_slice("hand")]
+    played = x[:, observation.field_slice("played")].reshape(n, N_SEATS, N_CARDS)
+    trick = x[:, observation.field_slice("trick")].reshape(n, N_SEATS, N_CARDS)
+    leader = x[:, observation.field_slice("trick_leader")]
+    voids = x[:, observation.field_slice("voids")].reshape(n, N_SEATS, N_SUITS)
+    trump_suit = x[:, observation.field_slice("trump")][:, :N_SUITS]  # zeros: none or unset
+    on_trick = trick.sum(1)
+    seen = (hand + played.sum(1) + on_trick).clamp(max=1.0)
+    out = 1.0 - seen
+    stronger_out = out @ t["stronger"].T  # (N, 48) cards of c's suit that beat c, still out
+    master = (stronger_out == 0).float()
+    is_trump = trump_suit @ t["suit"].T
+    led = ((leader[:, :, None] * trick).sum(1) @ t["suit"]) @ t["suit"].T  # card of led suit
+    key = is_trump * (100.0 + t["strength"]) + (1.0 - is_trump) * led * (1.0 + t["strength"])
+    started = (on_trick.sum(1, keepdim=True) > 0).float()
+    winning = (trick * key[:, None, :]).sum(-1)  # (N, 4) each seat's card's trick key
+    best = winning.max(-1, keepdim=True).values
+    beats = (key > best).float() * started
+    partner_wins = (winning.argmax(-1, keepdim=True) == 2).float() * started
+    trick_points = (on_trick * t["points"]).sum(1, keepdim=True) / 20.0
+    relational = torch.stack([stronger_out / 11.0, master, beats], 1)  # (N, 3, 48)
+    rows = torch.cat(  # (N, 21, 48): one row per feature, cards along the last axis
+        [
+            hand[:, None],
+            played,
+            trick,
+            legal.float()[:, None],
+            out[:, None],
+            relational,
+            voids[:, 1:, :] @ t["suit"].T,  # the other seats have shown a void in its suit
+            ((hand @ t["suit"]) @ t["suit"].T / 12.0)[:, None],  # my cards of its suit
+            is_trump[:, None],
+            led[:, None],
+        ],
+        1,
+    )
+    static = torch.cat([t["points"][:, None] / 5.0, t["rank"]], 1)  # (48, 13)
+    if cards is None:
+        per_card = torch.cat([rows.transpose(1, 2), static.expand(n, -1, -1)], -1)
+    else:
+        picked = rows.gather(2, cards[:, None, :].expand(-1, rows.shape[1], -1))
+        per_card = torch.cat([picked.transpose(1, 2), static[cards]], -1)
+    position = torch.cat([partner_wins, started, trick_points], -1)
+    return per_card, relational.transpose(1, 2), position
+
+
 # ----------------------------------------------------------------------------- network
 def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
     """Orthogonal weights scaled by ``std``, constant bias (the usual PPO initialisation)."""
@@ -154,6 +251,12 @@ class ActorCritic(nn.Module):
     * ``belief``: a linear head on the policy trunk predicts, for each of the 48 cards,
       whether each other seat holds it (:meth:`belief_logits`). Trained as an auxiliary
       loss, it makes the trunk keep track of who can still hold what; playing ignores it.
+    * ``card_features``: the trunk (and critic) also get :data:`RELATIONAL_SIZE` inputs the
+      rules give directly (:func:`card_inputs`): which cards are masters, which would win
+      the trick now, whether the partner is winning it.
+    * ``card_head``: each card's logit gets a term from one small network shared by all 48
+      cards, reading that card's :data:`CARD_FEATURES` and the trunk's output, so what is
+      learnt about one card (play the master, do not beat the partner) holds for all.
     """
 
     obs_scale: torch.Tensor
@@ -169,11 +272,14 @@ class ActorCritic(nn.Module):
         canonical_suits: bool = True,
         mask_input: bool = True,
         belief: bool = False,
+        card_features: bool = False,
+        card_head: bool = False,
     ) -> None:
         super().__init__()
         self.arch: Arch = make_arch(
-            hidden, layers, central_value, canonical_suits, mask_input, belief
-        )
+            hidden, layers, central_value, canonical_suits, mask_input, belief,
+            card_features, card_head,
+        )  # fmt: skip
         self.central_value = bool(central_value)
         self.canonical_suits = bool(canonical_suits)
         self.mask_input = bool(mask_input)
@@ -182,7 +288,10 @@ class ActorCritic(nn.Module):
         self.register_buffer("obs_idx", torch.from_numpy(obs_idx), persistent=False)
         self.register_buffer("card_idx", torch.from_numpy(card_idx), persistent=False)
         self.register_buffer("act_idx", torch.from_numpy(act_idx), persistent=False)
-        width = OBS_SIZE + (N_ACTIONS if self.mask_input else 0)
+        self.card_features, self.card_head = bool(card_features), bool(card_head)
+        for name, table in card_tables().items():
+            self.register_buffer(f"card_{name}", torch.from_numpy(table), persistent=False)
+        width = input_width(self.arch)
         self.trunk = mlp(width, hidden, layers)
         self.policy = layer_init(nn.Linear(hidden, N_ACTIONS), std=0.01)
         if self.central_value:
@@ -190,31 +299,67 @@ class ActorCritic(nn.Module):
         self.value = layer_init(nn.Linear(hidden, 1), std=1.0)
         if belief:
             self.belief = layer_init(nn.Linear(hidden, HIDDEN_HANDS_SIZE), std=0.01)
+        if self.card_head:
+            self.card_embed = mlp(CARD_FEATURES, CARD_EMBED, 2)
+            self.card_mix = layer_init(nn.Linear(CARD_EMBED, CARD_EMBED))
+            self.card_context = layer_init(nn.Linear(hidden, CARD_EMBED))
+            self.card_logit = layer_init(nn.Linear(CARD_EMBED, 1), std=0.01)
+
+    def _tables(self) -> dict[str, torch.Tensor]:
+        return {
+            k: getattr(self, f"card_{k}")
+            for k in ("suit", "stronger", "strength", "points", "rank")
+        }
 
     def _inputs(
         self, obs: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Scaled (and suit-canonical) policy input, and the trump index per row."""
+    ) -> tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Scaled (and suit-canonical) policy input, the trump index per row, and for a
+        card head the held cards' ids (N, 12) and features (N, 12, CARD_FEATURES)."""
         trump = None
         if self.canonical_suits:
             trump = obs[:, observation.field_slice("trump")].argmax(-1)
             obs = obs.gather(1, self.obs_idx[trump])
         x = obs.float() * self.obs_scale
+        m = mask.to(x.dtype)
+        if trump is not None:
+            cards = m[:, :N_CARDS].gather(1, self.card_idx[trump])
+            m = torch.cat([cards, m[:, N_CARDS:]], dim=-1)
         if self.mask_input:
-            m = mask.to(x.dtype)
-            if trump is not None:
-                cards = m[:, :N_CARDS].gather(1, self.card_idx[trump])
-                m = torch.cat([cards, m[:, N_CARDS:]], dim=-1)
             x = torch.cat([x, m], dim=-1)
-        return x, trump
+        held = None
+        if self.card_features or self.card_head:
+            idx = None
+            if self.card_head:  # only held cards can be played: run the head on those
+                idx = torch.topk(obs[:, observation.field_slice("hand")], HAND_CARDS).indices
+            per_card, relational, position = card_inputs(obs, m[:, :N_CARDS], self._tables(), idx)
+            if self.card_features:
+                x = torch.cat([x, relational.flatten(1), position], dim=-1)
+            if idx is not None:
+                held = (idx, per_card)
+        return x, trump, held
+
+    def _policy(
+        self, h: torch.Tensor, held: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> torch.Tensor:
+        """Canonical logits from the trunk output (plus the shared per-card term on the
+        held cards; the other card logits are masked anyway)."""
+        logits = self.policy(h)
+        if held is None:
+            return logits
+        idx, feats = held
+        mixed = self.card_mix(self.card_embed(feats)) + self.card_context(h)[:, None, :]
+        term = self.card_logit(torch.relu(mixed)).squeeze(-1)
+        cards = torch.zeros_like(logits[:, :N_CARDS]).scatter(1, idx, term)
+        return torch.cat([logits[:, :N_CARDS] + cards, logits[:, N_CARDS:]], dim=-1)
 
     def _real_logits(self, logits: torch.Tensor, trump: torch.Tensor | None) -> torch.Tensor:
         return logits if trump is None else logits.gather(1, self.act_idx[trump])
 
     def logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Policy logits (N, 56) from observations and masks (no hidden information)."""
-        x, trump = self._inputs(obs, mask)
-        return self._real_logits(self.policy(self.trunk(x)), trump)
+        x, trump, held = self._inputs(obs, mask)
+        return self._real_logits(self._policy(self.trunk(x), held), trump)
 
     def _canonical_hands(self, hidden: torch.Tensor, trump: torch.Tensor | None) -> torch.Tensor:
         """(N, 144) hidden hands with the model's suit relabelling applied."""
@@ -238,7 +383,7 @@ class ActorCritic(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """:meth:`forward` plus the belief loss (binary cross-entropy of the belief head
         against ``hidden``, mean over cards and seats; None without a belief head)."""
-        x, trump = self._inputs(obs, mask)
+        x, trump, held = self._inputs(obs, mask)
         h = self.trunk(x)
         if (self.central_value or self.arch["belief"]) and hidden is None:
             raise ValueError("a central-value or belief model needs the hidden hands to train")
@@ -252,14 +397,15 @@ class ActorCritic(nn.Module):
         if self.arch["belief"]:
             assert canon is not None
             belief_loss = nn.functional.binary_cross_entropy_with_logits(self.belief(h), canon)
-        return self._real_logits(self.policy(h), trump), self.value(hv).squeeze(-1), belief_loss
+        logits = self._real_logits(self._policy(h, held), trump)
+        return logits, self.value(hv).squeeze(-1), belief_loss
 
     def belief_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(N, 3, 48) logits that the next, partner and previous seat hold each card (real
         card ids), from what the mover sees; ValueError for a model without a belief head."""
         if not self.arch["belief"]:
             raise ValueError("this model has no belief head (trained without --belief-coef)")
-        x, trump = self._inputs(obs, mask)
+        x, trump, _ = self._inputs(obs, mask)
         b = self.belief(self.trunk(x)).reshape(-1, N_SEATS - 1, N_CARDS)
         if trump is None:
             return b
@@ -275,6 +421,8 @@ def make_arch(
     canonical_suits: bool,
     mask_input: bool,
     belief: bool = False,
+    card_features: bool = False,
+    card_head: bool = False,
 ) -> Arch:
     """The ``arch`` dict of a model with these settings (what its checkpoint stores)."""
     return {
@@ -287,14 +435,26 @@ def make_arch(
         "canonical_suits": bool(canonical_suits),
         "mask_input": bool(mask_input),
         "belief": bool(belief),
+        "card_features": bool(card_features),
+        "card_head": bool(card_head),
     }
+
+
+def input_width(arch: Arch) -> int:
+    """Width of the trunk's input for ``arch`` (the critic adds the hidden hands)."""
+    return (
+        OBS_SIZE
+        + (N_ACTIONS if arch["mask_input"] else 0)
+        + (RELATIONAL_SIZE if arch["card_features"] else 0)
+    )
 
 
 _ARCH_TYPES: dict[str, type] = {
     "obs_size": int, "n_actions": int, "hidden": int, "layers": int, "activation": str,
     "central_value": bool, "canonical_suits": bool, "mask_input": bool, "belief": bool,
+    "card_features": bool, "card_head": bool,
 }  # fmt: skip
-ARCH_DEFAULTS: dict[str, object] = {"belief": False}
+ARCH_DEFAULTS: dict[str, object] = {"belief": False, "card_features": False, "card_head": False}
 """Arch keys that older checkpoints lack, and the value they mean there."""
 
 
@@ -326,7 +486,7 @@ def check_arch(arch: object) -> Arch:
             raise ValueError(f"arch[{key!r}] must be an int 1-{top}, got {arch[key]}")
     return make_arch(
         arch["hidden"], arch["layers"], arch["central_value"], arch["canonical_suits"],
-        arch["mask_input"], arch["belief"],
+        arch["mask_input"], arch["belief"], arch["card_features"], arch["card_head"],
     )  # fmt: skip
 
 
@@ -334,7 +494,7 @@ def state_shapes(arch: Arch) -> dict[str, tuple[int, ...]]:
     """The state_dict an :class:`ActorCritic` of ``arch`` has: name -> shape, computed
     without building it (so a checkpoint's tensors are checked before anything is built)."""
     hidden, layers = arch["hidden"], arch["layers"]
-    width = OBS_SIZE + (N_ACTIONS if arch["mask_input"] else 0)
+    width = input_width(arch)
     shapes: dict[str, tuple[int, ...]] = {"obs_scale": (OBS_SIZE,)}
 
     def add_mlp(prefix: str, width_in: int) -> None:
@@ -351,6 +511,13 @@ def state_shapes(arch: Arch) -> dict[str, tuple[int, ...]]:
     if arch["belief"]:
         shapes["belief.weight"] = (HIDDEN_HANDS_SIZE, hidden)
         shapes["belief.bias"] = (HIDDEN_HANDS_SIZE,)
+    if arch["card_head"]:
+        e = CARD_EMBED
+        shapes["card_embed.0.weight"], shapes["card_embed.0.bias"] = (e, CARD_FEATURES), (e,)
+        shapes["card_embed.2.weight"], shapes["card_embed.2.bias"] = (e, e), (e,)
+        shapes["card_mix.weight"], shapes["card_mix.bias"] = (e, e), (e,)
+        shapes["card_context.weight"], shapes["card_context.bias"] = (e, hidden), (e,)
+        shapes["card_logit.weight"], shapes["card_logit.bias"] = (1, e), (1,)
     return shapes
 
 
@@ -385,7 +552,7 @@ def build_model(arch: Mapping[str, object]) -> ActorCritic:
     a = check_arch(arch)
     return ActorCritic(
         a["hidden"], a["layers"], a["central_value"], a["canonical_suits"], a["mask_input"],
-        a["belief"],
+        a["belief"], a["card_features"], a["card_head"],
     )  # fmt: skip
 
 

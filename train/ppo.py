@@ -179,6 +179,12 @@ class Config:
     as an auxiliary loss (weight ``belief_coef``) against the true hidden hands."""
     belief_coef: float = 0.5
     """Weight of the belief loss (binary cross-entropy, mean over 144 outputs)."""
+    card_features: bool = False
+    """Give the trunk what the rules say about each card: masters, cards that would win
+    the trick now, whether the partner is winning it (147 extra inputs)."""
+    card_head: bool = False
+    """Add to each card's logit the output of one small network shared by all 48 cards,
+    reading that card's features and the trunk (card play learnt once for every card)."""
     init_from: str | None = None
     """Start the network from an agent checkpoint instead of a fresh initialisation: a path,
     or "shipped" (the shipped PPO weights). On the command line the architecture flags
@@ -475,6 +481,8 @@ def model_for(cfg: Config) -> ActorCritic:
         cfg.canonical_suits,
         cfg.mask_input,
         cfg.belief,
+        cfg.card_features,
+        cfg.card_head,
     )
 
 
@@ -1257,7 +1265,10 @@ def check_export_path(export_path: str | None, run_id: str, own_files: list[Path
 
 SHIPPED = "shipped"
 """``init_from`` value naming the shipped PPO weights (``make_agent("ppo")``'s checkpoint)."""
-ARCH_FIELDS = ("hidden", "layers", "central_value", "canonical_suits", "mask_input", "belief")
+ARCH_FIELDS = (
+    "hidden", "layers", "central_value", "canonical_suits", "mask_input", "belief",
+    "card_features", "card_head",
+)  # fmt: skip
 """Config fields that define the network (an ``init_from`` checkpoint's ``arch`` sets them)."""
 
 
@@ -1547,8 +1558,7 @@ class Trainer:
             merged = resumed_config(cfg, resume["config"])
         except (TypeError, ValueError) as exc:
             raise RunRefused(f"checkpoint {str(path)!r} holds invalid settings: {exc}") from exc
-        args = (merged.hidden, merged.layers, merged.central_value, merged.canonical_suits)
-        if make_arch(*args, merged.mask_input, merged.belief) != check_arch(resume["arch"]):
+        if make_arch(*(getattr(merged, k) for k in ARCH_FIELDS)) != check_arch(resume["arch"]):
             raise RunRefused(f"checkpoint {str(path)!r}: its settings do not match its network")
         if budget_spent(merged, resume["update"], resume["elapsed_s"]):
             raise RunRefused(
