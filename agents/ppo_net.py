@@ -138,7 +138,6 @@ CARD_EMBED = 64
 """Width of the card head's per-card embedding."""
 HAND_CARDS = 12
 """Cards in a full hand: the card head runs on this many slots per position."""
-"""Width of the card head's per-card embedding."""
 
 
 def card_tables() -> dict[str, np.ndarray]:
@@ -289,7 +288,9 @@ class ActorCritic(nn.Module):
         self.register_buffer("card_idx", torch.from_numpy(card_idx), persistent=False)
         self.register_buffer("act_idx", torch.from_numpy(act_idx), persistent=False)
         self.card_features, self.card_head = bool(card_features), bool(card_head)
-        for name, table in card_tables().items():
+        tables = card_tables()
+        self.card_table_names = tuple(tables)
+        for name, table in tables.items():
             self.register_buffer(f"card_{name}", torch.from_numpy(table), persistent=False)
         width = input_width(self.arch)
         self.trunk = mlp(width, hidden, layers)
@@ -306,10 +307,7 @@ class ActorCritic(nn.Module):
             self.card_logit = layer_init(nn.Linear(CARD_EMBED, 1), std=0.01)
 
     def _tables(self) -> dict[str, torch.Tensor]:
-        return {
-            k: getattr(self, f"card_{k}")
-            for k in ("suit", "stronger", "strength", "points", "rank")
-        }
+        return {k: getattr(self, f"card_{k}") for k in self.card_table_names}
 
     def _inputs(
         self, obs: torch.Tensor, mask: torch.Tensor

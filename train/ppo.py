@@ -474,16 +474,7 @@ from agents.ppo_net import (  # noqa: E402
 
 def model_for(cfg: Config) -> ActorCritic:
     """The network a config asks for."""
-    return ActorCritic(
-        cfg.hidden,
-        cfg.layers,
-        cfg.central_value,
-        cfg.canonical_suits,
-        cfg.mask_input,
-        cfg.belief,
-        cfg.card_features,
-        cfg.card_head,
-    )
+    return ActorCritic(**arch_settings(cfg))
 
 
 # ----------------------------------------------------------------------------- rollout
@@ -1272,6 +1263,11 @@ ARCH_FIELDS = (
 """Config fields that define the network (an ``init_from`` checkpoint's ``arch`` sets them)."""
 
 
+def arch_settings(cfg: Config) -> dict[str, Any]:
+    """The :data:`ARCH_FIELDS` of ``cfg`` by name: the keywords of ActorCritic and make_arch."""
+    return {k: getattr(cfg, k) for k in ARCH_FIELDS}
+
+
 def init_checkpoint(init_from: str) -> Checkpoint:
     """The agent checkpoint ``init_from`` names ("shipped" or a path), loaded and verified
     (``weights_only=True``; :func:`~agents.ppo_net.load_checkpoint`); RunRefused if unusable."""
@@ -1309,7 +1305,7 @@ def load_init_weights(cfg: Config) -> dict[str, torch.Tensor] | None:
         return None
     data = init_checkpoint(cfg.init_from)
     theirs = {k: dict(check_arch(data["arch"]))[k] for k in ARCH_FIELDS}
-    ours = {k: getattr(cfg, k) for k in ARCH_FIELDS}
+    ours = arch_settings(cfg)
     if theirs != ours:
         differ = ", ".join(
             f"{k}={theirs[k]!r} (asked: {ours[k]!r})" for k in ARCH_FIELDS if theirs[k] != ours[k]
@@ -1558,7 +1554,7 @@ class Trainer:
             merged = resumed_config(cfg, resume["config"])
         except (TypeError, ValueError) as exc:
             raise RunRefused(f"checkpoint {str(path)!r} holds invalid settings: {exc}") from exc
-        if make_arch(*(getattr(merged, k) for k in ARCH_FIELDS)) != check_arch(resume["arch"]):
+        if make_arch(**arch_settings(merged)) != check_arch(resume["arch"]):
             raise RunRefused(f"checkpoint {str(path)!r}: its settings do not match its network")
         if budget_spent(merged, resume["update"], resume["elapsed_s"]):
             raise RunRefused(
