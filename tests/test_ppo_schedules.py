@@ -119,7 +119,7 @@ def test_belief_head_arch_round_trips_and_old_files_mean_no_head(tmp_path: Path)
     r1 = load_checkpoint(R1_PPO_CHECKPOINT)  # release 1, written before the head existed:
     assert "belief" not in r1["arch"]  # no key...
     assert check_arch(r1["arch"])["belief"] is False  # ...read as "no head"
-    assert load_checkpoint(SHIPPED)["arch"]["belief"] is True  # the shipped release 4 has one
+    assert load_checkpoint(SHIPPED)["arch"]["belief"] is True  # the shipped release 5 has one
     with pytest.raises(ValueError, match="belief"):
         check_arch({**r1["arch"], "belief": "yes"})
 

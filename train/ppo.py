@@ -837,7 +837,7 @@ def flat_batch(batch: Batch, cfg: Config, device: torch.device) -> dict[str, tor
         batch["val"], batch["seat"], batch["len"], batch["rew"], cfg.gamma, cfg.gae_lambda
     )
     valid = np.arange(batch["val"].shape[1])[None, :] < batch["len"][:, None]
-    names = ("obs", "mask", "act", "logp", "val", "teach")
+    names: tuple[str, ...] = ("obs", "mask", "act", "logp", "val", "teach")
     names += ("hid",) if needs_hidden(cfg) else ()
     flat = {k: torch.from_numpy(batch[k][valid]).to(device) for k in names}
     flat["adv"] = torch.from_numpy(adv[valid]).to(device)
