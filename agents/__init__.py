@@ -2,9 +2,9 @@
 
 Layers: :mod:`agents.base` (the :class:`Agent` interface) < the concrete agents
 (:mod:`agents.random_agent`, :mod:`agents.rule_based`, :mod:`agents.ppo_agent`,
-:mod:`agents.search_agent`) < :mod:`agents.registry` (build by name) < the arena
-(:mod:`agents.arena`, :mod:`agents.stats`) < the evaluation protocol
-(:mod:`agents.evaluation`). Importing this package loads neither torch nor the arena.
+:mod:`agents.search_agent`) < :mod:`agents.registry` (build by name) < the evaluation
+(:mod:`agents.evaluation`: arena, deal sets, statistics, protocol). Importing this package
+loads neither torch nor the evaluation.
 """
 
 from agents.adapters import as_agent

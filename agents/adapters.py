@@ -1,14 +1,14 @@
 """Outside policies as arena players: :func:`as_agent` turns a function, a policy object or a
 Stable-Baselines3 model into an :class:`~agents.base.Agent`.
 
-The arena (:mod:`agents.arena`) and the environments speak :class:`~agents.base.Agent`:
+The arena (:mod:`agents.evaluation.arena`) and the environments speak :class:`~agents.base.Agent`:
 ``uint8`` (N, 491) observations and ``int8`` (N, 56) masks in, action ids out. A policy
 trained in another framework sees the same game through its own observation format, so
 this module converts once, here, instead of in every notebook:
 
 * a callable ``(observation, action_mask) -> action`` is asked one decision at a time;
 * an object with ``act(observation, action_mask)`` and/or ``act_batch(observations,
-  action_masks)`` (:class:`butifarra_env.policy.Policy` / ``BatchPolicy``) is asked in
+  action_masks)`` (:class:`butifarra_env.core.policy.Policy` / ``BatchPolicy``) is asked in
   batches when it has ``act_batch``; its ``reset(seed)`` and ``action_probs_batch`` are used
   when present;
 * a model with ``predict(observation, action_masks=..., deterministic=True)`` (sb3-contrib's
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from agents.base import Agent, check_batch
-from butifarra_env.actions import N_ACTIONS
-from butifarra_env.observation import OBS_SIZE, scale_vector
+from butifarra_env.core.actions import N_ACTIONS
+from butifarra_env.core.observation import OBS_SIZE, scale_vector
 
 __all__ = ["MASK_KEY", "VECTOR_KEYS", "PolicyAgent", "PredictAgent", "as_agent"]
 
@@ -195,7 +195,7 @@ def observation_builder(space: object) -> ObservationBuilder:
 
 def _vector_converter(space: object, what: str) -> Callable[[np.ndarray], np.ndarray]:
     """uint8 stays uint8; a float space bounded by 1 gets the ``obs_format="float32"``
-    values (times :func:`~butifarra_env.observation.scale_vector`); any other dtype gets
+    values (times :func:`~butifarra_env.core.observation.scale_vector`); any other dtype gets
     the raw values cast (RLlib's float32 counts)."""
     import gymnasium
 

@@ -1,12 +1,12 @@
 """The one interface every agent implements: :class:`Agent`, and :func:`check_batch`.
 
 An agent sees exactly what a player sees: the observation vector of its seat
-(:data:`butifarra_env.observation.OBS_SIZE` ``uint8`` values) and the action mask
-(``int8`` of 56). It never gets the :class:`~butifarra_env.game.Game`, so the arena,
+(:data:`butifarra_env.core.observation.OBS_SIZE` ``uint8`` values) and the action mask
+(``int8`` of 56). It never gets the :class:`~butifarra_env.core.game.Game`, so the arena,
 the environment and PPO self-play can all drive any agent the same way.
 
-``Agent`` is a :class:`butifarra_env.policy.Policy` and a
-:class:`~butifarra_env.policy.BatchPolicy` (the types the environments accept), plus a
+``Agent`` is a :class:`butifarra_env.core.policy.Policy` and a
+:class:`~butifarra_env.core.policy.BatchPolicy` (the types the environments accept), plus a
 ``name`` and a ``reset(seed)`` hook. Building agents by name is :mod:`agents.registry`.
 """
 
@@ -16,8 +16,8 @@ import abc
 
 import numpy as np
 
-from butifarra_env.actions import N_ACTIONS
-from butifarra_env.observation import OBS_SIZE
+from butifarra_env.core.actions import N_ACTIONS
+from butifarra_env.core.observation import OBS_SIZE
 
 __all__ = ["Agent", "check_batch"]
 

@@ -3,8 +3,8 @@
 Given the four hands still held, trump and the trick in progress, :func:`solve` returns the
 points (card points plus one per trick, RULES.md) team A (seats 0 and 2) takes from the
 remaining play when both teams play perfectly: A maximises, B minimises (the total is fixed,
-so that is zero-sum). The legal moves are :func:`butifarra_env.rules.legal_cards`, the trick
-winner :func:`butifarra_env.rules.winners`: the real rules, not a simplification.
+so that is zero-sum). The legal moves are :func:`butifarra_env.core.rules.legal_cards`, the trick
+winner :func:`butifarra_env.core.rules.winners`: the real rules, not a simplification.
 
 Search: alpha-beta over card plays; a transposition table keyed by the hands at the start of
 each trick (with the bound kind: exact, lower or upper); equivalent cards merged (cards of
@@ -17,8 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from butifarra_env.cards import BELOW, N_CARDS, POINTS, STRENGTH, STRENGTH_ORDER, SUIT, cards_of
-from butifarra_env.rules import NO_SUIT, WINNERS, legal_cards
+from butifarra_env.core.cards import (
+    BELOW,
+    N_CARDS,
+    POINTS,
+    STRENGTH,
+    STRENGTH_ORDER,
+    SUIT,
+    cards_of,
+)
+from butifarra_env.core.rules import NO_SUIT, WINNERS, legal_cards
 
 EXACT, LOWER, UPPER = 0, 1, 2
 

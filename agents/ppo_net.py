@@ -3,7 +3,7 @@
 It lives with the agents, not in ``train/``, because running a trained policy must not need
 the training code (imports only point down: ``agents`` < ``train``). ``train/ppo.py`` builds,
 trains and saves these models; :class:`~agents.ppo_agent.PPOAgent` loads and plays them. The
-observation layout comes from :mod:`butifarra_env.observation` alone: no offsets here.
+observation layout comes from :mod:`butifarra_env.core.observation` alone: no offsets here.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from butifarra_env import observation
-from butifarra_env.actions import N_ACTIONS
-from butifarra_env.cards import BEATS, N_CARDS, N_SUITS, POINTS, STRENGTH, SUIT
-from butifarra_env.observation import OBS_SIZE
-from butifarra_env.rules import N_SEATS, TRUMP_UNSET
+from butifarra_env.core import observation
+from butifarra_env.core.actions import N_ACTIONS
+from butifarra_env.core.cards import BEATS, N_CARDS, N_SUITS, POINTS, STRENGTH, SUIT
+from butifarra_env.core.observation import OBS_SIZE
+from butifarra_env.core.rules import N_SEATS, TRUMP_UNSET
 
 CHECKPOINT_FORMAT = "butifarra-ppo"
 CHECKPOINT_VERSION = 2

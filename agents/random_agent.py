@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from agents.base import Agent, check_batch
-from butifarra_env.actions import random_legal_actions
-from butifarra_env.validate import check_seed
+from butifarra_env.core.actions import random_legal_actions
+from butifarra_env.core.validate import check_seed
 
 
 class RandomAgent(Agent):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agents.base import Agent
-from butifarra_env.validate import check_seed
+from butifarra_env.core.validate import check_seed
 
 __all__ = [
     "AGENT_FACTORIES",
@@ -131,7 +131,7 @@ def make_agent(spec: str, seed: int | None = None) -> Agent:
 
     Raises ValueError naming the allowed agents when the name is unknown, a clear
     ValueError when its argument (e.g. a checkpoint) is unusable, and one naming ``seed``
-    unless it is None or an int >= 0 (:func:`butifarra_env.validate.check_seed`).
+    unless it is None or an int >= 0 (:func:`butifarra_env.core.validate.check_seed`).
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(

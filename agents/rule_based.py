@@ -1,10 +1,10 @@
 """A deterministic club-style heuristic player, working from the observation vector only.
 
-The player reads its observation once into a :class:`~butifarra_env.observation.View` of
+The player reads its observation once into a :class:`~butifarra_env.core.observation.View` of
 bitmasks (the observation module owns the layout: one ``packbits`` of the 0/1 prefix of the
 vector, then shifts) and then applies named heuristics, each a small function tested on
 hand-built positions in ``tests/test_agents.py``. Who wins a trick and which cards take it
-are :func:`butifarra_env.rules.trick_winner` and :func:`butifarra_env.rules.winners`, the
+are :func:`butifarra_env.core.rules.trick_winner` and :func:`butifarra_env.core.rules.winners`, the
 rules the engine itself applies.
 
 Bidding (the dealer, or the partner after a delegation)
@@ -47,8 +47,8 @@ from __future__ import annotations
 import numpy as np
 
 from agents.base import Agent, check_batch
-from butifarra_env import rules
-from butifarra_env.actions import (
+from butifarra_env.core import rules
+from butifarra_env.core.actions import (
     BUTIFARRA,
     DELEGATE,
     DOUBLE,
@@ -57,7 +57,7 @@ from butifarra_env.actions import (
     bits_from_mask,
     bits_from_masks,
 )
-from butifarra_env.cards import (
+from butifarra_env.core.cards import (
     BEATS,
     NUMBER,
     POINTS,
@@ -67,8 +67,8 @@ from butifarra_env.cards import (
     SUIT_MASK,
     cards_of,
 )
-from butifarra_env.observation import View, pack_bits, pack_bits_batch
-from butifarra_env.rules import (
+from butifarra_env.core.observation import View, pack_bits, pack_bits_batch
+from butifarra_env.core.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,

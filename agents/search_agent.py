@@ -1,7 +1,7 @@
 """A search agent: Perfect-Information Monte Carlo (PIMC) card play over sampled deals.
 
 For each card decision it deals the hidden cards many times, consistently with everything
-its seat has seen (:mod:`butifarra_env.sampling`: cards played and by whom, voids shown,
+its seat has seen (:mod:`butifarra_env.core.sampling`: cards played and by whom, voids shown,
 hand sizes), and scores each legal card on every sampled deal: a fast full-information
 rollout to the endgame, then the exact result of the last tricks from the double-dummy
 solver (:mod:`agents.double_dummy`); near the end of the hand the solver decides from the
@@ -28,14 +28,14 @@ import numpy as np
 
 from agents.base import Agent, check_batch
 from agents.double_dummy import Solver
-from butifarra_env.actions import DELEGATE, TRUMP_BASE, bits_from_mask, mask_from_bits
-from butifarra_env.cards import BELOW, N_CARDS, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
-from butifarra_env.game import Game
-from butifarra_env.observation import View, encode, field, field_slice, pack_bits
-from butifarra_env.options import Options
-from butifarra_env.rules import NO_SUIT, PHASE_PLAY, TRUMP_UNSET, legal_cards
-from butifarra_env.rules import WINNERS as _WINNERS
-from butifarra_env.sampling import HiddenDeal, known_absent
+from butifarra_env.core.actions import DELEGATE, TRUMP_BASE, bits_from_mask, mask_from_bits
+from butifarra_env.core.cards import BELOW, N_CARDS, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import View, encode, field, field_slice, pack_bits
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import NO_SUIT, PHASE_PLAY, TRUMP_UNSET, legal_cards
+from butifarra_env.core.rules import WINNERS as _WINNERS
+from butifarra_env.core.sampling import HiddenDeal, known_absent
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ class BiddingPrior:
     decision (its sampled hand plus the cards it has played since) and ask the policy how
     likely the action it took was; the product over those decisions (plus a floor
     :attr:`FLOOR`, so that no consistent deal is ruled out by a model of the others) is the
-    deal's weight. Observations come from :func:`~butifarra_env.observation.encode` of one
+    deal's weight. Observations come from :func:`~butifarra_env.core.observation.encode` of one
     rebuilt game, with only the ``hand`` field replaced per deal.
     """
 

@@ -21,11 +21,11 @@ from collections.abc import Callable
 import numpy as np
 
 from agents import Agent, RandomAgent, RuleBasedAgent
-from butifarra_env.actions import mask_from_bits
-from butifarra_env.game import Game
-from butifarra_env.observation import Observer
-from butifarra_env.options import Options
-from butifarra_env.rules import random_deal
+from butifarra_env.core.actions import mask_from_bits
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import Observer
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import random_deal
 
 
 def positions(hands: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

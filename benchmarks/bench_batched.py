@@ -8,7 +8,7 @@ Run from the repository root::
 
 What it reports (medians of ``--repeats`` runs, because the machine is shared and noisy):
 
-* decisions/s of :class:`~butifarra_env.batched.BatchedEnv` at each batch size, one decision
+* decisions/s of :class:`~butifarra_env.envs.batched.BatchedEnv` at each batch size, one decision
   per hand per ``step`` with observations and masks returned. "env" counts only the time
   inside ``step``; "loop" adds a random legal policy picking the actions from the mask.
 * peak traced memory (tracemalloc) at several batch sizes and the bytes per hand (the
@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from butifarra_env.batched import BatchedEnv  # noqa: E402
+from butifarra_env.envs.batched import BatchedEnv  # noqa: E402
 
 Measure = Callable[[float], float]
 

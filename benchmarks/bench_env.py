@@ -21,10 +21,10 @@ import numpy as np
 from bench_batched import PEERS, open_spiel_peer  # same directory: peers measured alike
 
 from butifarra_env import butifarra_v0
-from butifarra_env.cards import cards_of
-from butifarra_env.game import Game
-from butifarra_env.options import Options
-from butifarra_env.rules import random_deal
+from butifarra_env.core.cards import cards_of
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import random_deal
 
 
 def run_env(hands: int, seed: int) -> tuple[int, float]:

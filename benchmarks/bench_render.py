@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from butifarra_env import butifarra_v0
-from butifarra_env.game import Game
-from butifarra_env.gym_wrapper import SingleAgentEnv
+from butifarra_env.core.game import Game
+from butifarra_env.envs.gym_env import SingleAgentEnv
 
 TARGET = 101
 
@@ -58,7 +58,7 @@ def main() -> None:
     games = positions(args.hands, args.seed)
 
     start = time.perf_counter()
-    from butifarra_env.render_image import render_table  # Pillow and the caches load here
+    from butifarra_env.envs.render_image import render_table  # Pillow and the caches load here
 
     render_table(games[0], None, target_score=TARGET)
     first = 1e3 * (time.perf_counter() - start)

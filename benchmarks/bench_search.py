@@ -18,10 +18,10 @@ import numpy as np
 
 from agents.double_dummy import Solver
 from agents.search_agent import SearchConfig, SearchStats, choose_card
-from butifarra_env.game import Game
-from butifarra_env.observation import View, encode, pack_bits
-from butifarra_env.options import Options
-from butifarra_env.rules import random_deal
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import View, encode, pack_bits
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import random_deal
 
 
 def endgame(seed: int, tricks_left: int) -> tuple[Game, list[tuple[int, int]]]:

@@ -8,7 +8,8 @@ For each setting it measures two things, separately so that neither disturbs the
 2. **Strength**: duplicate deals from the dev set (tuning) or the test set (reporting)
    against the first shipped PPO policy (``ppo-r1``, what every saved figure was measured
    against; the option keeps the name ``ppo``) and the rule-based player, with 95% CIs
-   (:func:`agents.arena.duel`, all cores; results do not depend on the number of workers).
+   (:func:`agents.evaluation.arena.duel`, all cores; results do not depend on the number of
+   workers).
 
     python benchmarks/search_strength.py --deals 2000 --deal-set test --out results/search
     python benchmarks/search_strength.py --settings search:samples=12,endgame=3 --deals 300
@@ -29,16 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from agents.arena import duel
-from agents.deal_sets import DEAL_SETS, load_deal_set
+from agents.evaluation.arena import duel
+from agents.evaluation.deal_sets import DEAL_SETS, load_deal_set
 from agents.registry import make_agent
 from butifarra_env import __version__
-from butifarra_env.actions import mask_from_bits
-from butifarra_env.fileio import atomic_write_bytes, atomic_write_text
-from butifarra_env.game import Game
-from butifarra_env.observation import encode
-from butifarra_env.options import Options
-from butifarra_env.rules import PHASE_PLAY
+from butifarra_env.core.actions import mask_from_bits
+from butifarra_env.core.fileio import atomic_write_bytes, atomic_write_text
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import encode
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import PHASE_PLAY
 
 OPPONENTS = {"ppo": "ppo-r1", "rule": "rule"}
 """``--opponents`` name -> registry spec (``ppo`` is release 1 of the shipped policy)."""

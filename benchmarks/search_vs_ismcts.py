@@ -33,16 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from agents.arena import _progress
 from agents.base import Agent
-from agents.deal_sets import DEAL_SETS, Deal, load_deal_set
+from agents.evaluation.arena import _progress
+from agents.evaluation.deal_sets import DEAL_SETS, Deal, load_deal_set
+from agents.evaluation.stats import mean_ci
 from agents.registry import make_agent
-from agents.stats import mean_ci
 from butifarra.cli import ArgumentParser, CLIError, check_new_file, int_in
-from butifarra_env.actions import mask_from_bits
-from butifarra_env.cards import N_CARDS, cards_of
-from butifarra_env.fileio import atomic_write_text
-from butifarra_env.rules import DEAL_ORDER, N_SEATS, PHASE_PLAY
+from butifarra_env.core.actions import mask_from_bits
+from butifarra_env.core.cards import N_CARDS, cards_of
+from butifarra_env.core.fileio import atomic_write_text
+from butifarra_env.core.rules import DEAL_ORDER, N_SEATS, PHASE_PLAY
 
 Player = Callable[[Any], int]
 """An OpenSpiel state in, the action of the player to move out."""

@@ -7,8 +7,9 @@ Each subcommand registers itself with ``add_*_parser(subparsers)`` and runs thro
 agent, unloadable checkpoint, a count out of range, a file that must not be overwritten)
 ends with one line on stderr naming the argument, and exit status 2, never a traceback;
 every argument and output file is checked before any work starts. The programs themselves
-are :mod:`butifarra.demo`, :mod:`butifarra.play`, :mod:`agents.arena` and
-:mod:`agents.evaluation`, imported when their subcommand runs. ``butifarra --version`` prints
+are :mod:`butifarra.demo`, :mod:`butifarra.play`, :mod:`agents.evaluation.arena` and
+:mod:`agents.evaluation.protocol`, imported when their subcommand runs. ``butifarra --version``
+prints
 the package version (one source: ``butifarra_env.__version__``).
 """
 
@@ -80,8 +81,8 @@ def build_agent(spec: str, seed: int | None, argument: str) -> Agent:
 
 
 def check_records_file(path: str, argument: str) -> None:
-    """:func:`butifarra_env.record.check_record_file` as a one-line CLI error."""
-    from butifarra_env.record import check_record_file
+    """:func:`butifarra_env.records.files.check_record_file` as a one-line CLI error."""
+    from butifarra_env.records import check_record_file
 
     try:
         check_record_file(path)
@@ -97,7 +98,7 @@ def write_new_files(files: list[tuple[str, str]]) -> list[str]:
     person is told: results that took minutes to compute are not lost. Returns where each
     file went."""
     from butifarra.play import new_file_near
-    from butifarra_env.fileio import atomic_write_text
+    from butifarra_env.core.fileio import atomic_write_text
 
     written = []
     for path, text in files:
@@ -181,7 +182,7 @@ def out_paths(prefix: str) -> tuple[str, str]:
 
 
 def run_arena(args: argparse.Namespace) -> int:
-    from agents.arena import AgentError, duel, hands_csv, round_robin
+    from agents.evaluation.arena import AgentError, duel, hands_csv, round_robin
 
     if len(args.agents) < 2:
         raise CLIError("the arena needs at least two agents, e.g. 'butifarra arena rule random'")
@@ -315,8 +316,8 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from agents.deal_sets import DEAL_SETS
-    from agents.evaluation import PANEL, Interrupted, evaluate
+    from agents.evaluation.deal_sets import DEAL_SETS
+    from agents.evaluation.protocol import PANEL, Interrupted, evaluate
 
     if args.deal_set not in DEAL_SETS:
         raise CLIError(

@@ -2,7 +2,7 @@
 
 It plays and renders one hand (the shipped PPO agent and its partner against two
 rule-based players), then measures the agents against each other over duplicate deals
-(:func:`agents.arena.duel`) and prints the table with 95% confidence intervals.
+(:func:`agents.evaluation.arena.duel`) and prints the table with 95% confidence intervals.
 
 With the defaults (5,000 duplicate deals per pair, three pairs, two worker processes) it
 takes about 25 seconds on an idle 2-core machine (measured 24-26 s wall clock, 45-49 s of
@@ -16,15 +16,15 @@ import os
 import sys
 from typing import TextIO
 
-from agents.arena import duel, format_table
 from agents.base import Agent
+from agents.evaluation.arena import duel, format_table
 from agents.registry import make_agent
 from butifarra_env import butifarra_v0
-from butifarra_env.actions import action_name
-from butifarra_env.cards import N_CARDS, card_name
-from butifarra_env.render import render_text, trump_text
-from butifarra_env.rules import N_SEATS
-from butifarra_env.validate import check_int
+from butifarra_env.core.actions import action_name
+from butifarra_env.core.cards import N_CARDS, card_name
+from butifarra_env.core.render import render_text, trump_text
+from butifarra_env.core.rules import N_SEATS
+from butifarra_env.core.validate import check_int
 
 
 def _agents(seed: int, out: TextIO) -> dict[str, Agent]:

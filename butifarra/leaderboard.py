@@ -1,7 +1,7 @@
 """Regenerate the leaderboard in README.md and docs/evaluation.md from the result cards.
 
 The cards are the JSON files ``butifarra eval AGENT --json docs/results/NAME.json`` writes
-(:class:`agents.evaluation.ResultCard`). Only the block between the marker comments
+(:class:`agents.evaluation.protocol.ResultCard`). Only the block between the marker comments
 ``<!-- leaderboard:start -->`` and ``<!-- leaderboard:end -->`` of each target file is
 rewritten (atomically; a file whose block is already current is left alone)::
 
@@ -19,8 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agents.evaluation import PANEL, PROTOCOL_VERSION, ResultCard, load_card
-from butifarra_env.fileio import atomic_write_bytes
+from agents.evaluation.protocol import PANEL, PROTOCOL_VERSION, ResultCard, load_card
+from butifarra_env.core.fileio import atomic_write_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "docs" / "results"

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from agents.base import Agent
-from butifarra_env.actions import (
+from butifarra_env.core.actions import (
     BUTIFARRA,
     DELEGATE,
     DOUBLE,
@@ -36,7 +36,7 @@ from butifarra_env.actions import (
     TRUMP_BASE,
     mask_from_bits,
 )
-from butifarra_env.cards import (
+from butifarra_env.core.cards import (
     N_CARDS,
     POINTS,
     SUIT,
@@ -47,11 +47,10 @@ from butifarra_env.cards import (
     parse_card,
     sort_key,
 )
-from butifarra_env.game import Game
-from butifarra_env.observation import Observer
-from butifarra_env.options import Options
-from butifarra_env.record import append_records, check_record_file, game_record, save_records
-from butifarra_env.rules import (
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import Observer
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
@@ -65,7 +64,8 @@ from butifarra_env.rules import (
     multiplier,
     random_deal,
 )
-from butifarra_env.validate import check_action, check_int
+from butifarra_env.core.validate import check_action, check_int
+from butifarra_env.records import append_records, check_record_file, game_record, save_records
 
 EXIT_INTERRUPTED = 130
 EXIT_AGENT_FAILED = 1
@@ -186,7 +186,7 @@ def _hand_lines(game: Game, seat: int) -> list[str]:
 
 def explain_illegal_card(game: Game, seat: int, card: int) -> str:
     """Why ``card`` cannot be played now, in the words of the RULES.md legal-card rule
-    (1-5, :func:`~butifarra_env.rules.legal_card_rule`) that decides this trick."""
+    (1-5, :func:`~butifarra_env.core.rules.legal_card_rule`) that decides this trick."""
     legal_txt = "legal now: " + " ".join(
         card_name(c) for c in sorted(cards_of(game.legal), key=sort_key)
     )
@@ -327,8 +327,8 @@ def describe_action(game: Game, seat: int, action: int) -> str:
 
 
 def hand_record(game: Game, players: Sequence[str], seed: int | None) -> dict[str, Any]:
-    """The hand's record (:func:`butifarra_env.record.game_record`, replayable with
-    :func:`~butifarra_env.record.replay`) plus who sat where and the deal's seed."""
+    """The hand's record (:func:`butifarra_env.records.files.game_record`, replayable with
+    :func:`~butifarra_env.envs.replay.replay`) plus who sat where and the deal's seed."""
     record = game_record(game)
     record["players"] = list(players)
     record["seed"] = seed
@@ -337,8 +337,8 @@ def hand_record(game: Game, players: Sequence[str], seed: int | None) -> dict[st
 
 def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
     """Add one record to a JSON Lines file, never rewriting what is there: a new file is
-    created whole and atomically (:func:`~butifarra_env.record.save_records`), an existing
-    one gets one line at its end (:func:`~butifarra_env.record.append_records`)."""
+    created whole and atomically (:func:`~butifarra_env.records.files.save_records`), an existing
+    one gets one line at its end (:func:`~butifarra_env.records.files.append_records`)."""
     try:
         save_records(path, [record])
     except FileExistsError:
@@ -443,12 +443,12 @@ def play(
     inp: TextIO | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Run ``n_hands`` hands of a match (:class:`~butifarra_env.rules.Match`: dealer
+    """Run ``n_hands`` hands of a match (:class:`~butifarra_env.core.rules.Match`: dealer
     rotating, scores adding up) with a person at ``human_seat``. When ``options`` set a
     ``target_score``, the match also ends as soon as a team reaches it.
 
     Every argument is checked first (ValueError naming it), the ``save`` file too
-    (:func:`~butifarra_env.record.check_record_file`), so a bad one fails before the first
+    (:func:`~butifarra_env.records.files.check_record_file`), so a bad one fails before the first
     hand. Each hand's record goes to ``save`` (:class:`RecordSaver`: elsewhere, said where,
     when that file fails mid-game); leaving mid-hand saves the hand so far.
 

@@ -1,10 +1,10 @@
 """butifarra-rl: Butifarra as a reinforcement-learning environment.
 
-The rules are :mod:`butifarra_env.rules` (pure functions) and :mod:`butifarra_env.game`
+The rules are :mod:`butifarra_env.core.rules` (pure functions) and :mod:`butifarra_env.core.game`
 (the state machine); ``butifarra_v0`` is the PettingZoo env, :class:`BatchedEnv` the batched
 engine for training, and ``butifarra_env/Butifarra-v0`` the Gymnasium single-agent id
-(:class:`~butifarra_env.gym_wrapper.SingleAgentEnv`; ``gymnasium.make_vec`` gives
-:class:`~butifarra_env.gym_vector.ButifarraVectorEnv`, N hands on the batched engine).
+(:class:`~butifarra_env.envs.gym_env.SingleAgentEnv`; ``gymnasium.make_vec`` gives
+:class:`~butifarra_env.envs.gym_vector.ButifarraVectorEnv`, N hands on the batched engine).
 
 Importing this package is cheap and loads no framework: ``butifarra_v0``, ``BatchedEnv`` and
 ``Options`` are imported on first use, and the Gymnasium id is registered as soon as
@@ -27,13 +27,13 @@ GYM_ID = "butifarra_env/Butifarra-v0"
 
 if TYPE_CHECKING:
     from butifarra_env import butifarra_v0
-    from butifarra_env.batched import BatchedEnv
-    from butifarra_env.options import Options
+    from butifarra_env.core.options import Options
+    from butifarra_env.envs.batched import BatchedEnv
 
 _LAZY = {
     "butifarra_v0": ("butifarra_env.butifarra_v0", None),
-    "BatchedEnv": ("butifarra_env.batched", "BatchedEnv"),
-    "Options": ("butifarra_env.options", "Options"),
+    "BatchedEnv": ("butifarra_env.envs.batched", "BatchedEnv"),
+    "Options": ("butifarra_env.core.options", "Options"),
 }
 
 
@@ -50,22 +50,22 @@ def __getattr__(name: str) -> Any:
 def register_gymnasium_id() -> None:
     """Register :data:`GYM_ID` with Gymnasium (done for you; safe to call again).
 
-    ``gymnasium.make(GYM_ID)`` builds :class:`~butifarra_env.gym_wrapper.SingleAgentEnv` and
+    ``gymnasium.make(GYM_ID)`` builds :class:`~butifarra_env.envs.gym_env.SingleAgentEnv` and
     returns it as it is: the env checks its own call order (RuntimeError before ``reset()``)
     and is checked by ``gymnasium.utils.env_checker.check_env`` in the tests, so Gymnasium's
     passive checker and order-enforcing wrappers are off, and ``action_masks()`` is on the
     object ``make`` returns (Gymnasium 1.x wrappers do not forward attributes; an outer
     wrapper through ``additional_wrappers`` would do, but ``make_vec`` refuses
     ``vector_entry_point`` mode when a spec has any). ``gymnasium.make_vec(GYM_ID, num_envs=N)``
-    builds :class:`~butifarra_env.gym_vector.ButifarraVectorEnv` on the batched engine.
+    builds :class:`~butifarra_env.envs.gym_vector.ButifarraVectorEnv` on the batched engine.
     """
     import gymnasium
 
     if GYM_ID not in gymnasium.registry:
         gymnasium.register(
             GYM_ID,
-            entry_point="butifarra_env.gym_wrapper:SingleAgentEnv",
-            vector_entry_point="butifarra_env.gym_vector:ButifarraVectorEnv",
+            entry_point="butifarra_env.envs.gym_env:SingleAgentEnv",
+            vector_entry_point="butifarra_env.envs.gym_vector:ButifarraVectorEnv",
             disable_env_checker=True,
             order_enforce=False,
         )

@@ -24,8 +24,8 @@ Actions
 
 Observation
     ``observation`` is relative to the observing seat (0 me, 1 next, 2 partner, 3 previous;
-    teams as (mine, theirs)); the layout is ``butifarra_env.observation.FIELDS`` and
-    ``butifarra_env.observation.decode(vec)`` returns named fields. ``action_mask`` marks the
+    teams as (mine, theirs)); the layout is ``butifarra_env.core.observation.FIELDS`` and
+    ``butifarra_env.core.observation.decode(vec)`` returns named fields. ``action_mask`` marks the
     legal actions of the agent to move; it is all zeros for every other agent and once the
     episode is over. The same mask is in ``infos[agent]["action_mask"]`` of the agent to move
     (``env.last()`` returns it; the other agents' infos have no such key).
@@ -33,7 +33,8 @@ Observation
 Observation format
     ``obs_format="uint8"`` (default): the raw values, 0/1 flags and small counts (tricks
     0-12, points 0-72, match fields clipped at 255). ``obs_format="float32"``: the same layout
-    with every entry in [0, 1], exactly ``uint8_obs * butifarra_env.observation.scale_vector()``
+    with every entry in [0, 1], exactly ``uint8_obs *
+    butifarra_env.core.observation.scale_vector()``
     (each field divided by its largest value, ``observation.FIELD_MAX``). ``state()`` follows
     the same option (``observation.state_scale_vector()``), so a centralised critic reads the
     same scale as the actors. Masks stay ``int8``. Opponent policies inside the Gymnasium
@@ -71,20 +72,20 @@ Reset
     changes.
 
 Illegal moves
-    ``raw_env`` raises ``butifarra_env.errors.IllegalActionError`` (a ``ValueError``) naming
+    ``raw_env`` raises ``butifarra_env.core.errors.IllegalActionError`` (a ``ValueError``) naming
     the action, the phase and the legal actions.
     ``env()`` follows PettingZoo's convention (``TerminateIllegalWrapper``): the episode ends and
     the mover receives minus the worst possible hand loss under the options.
 
 Records
     ``raw_env.game_record()`` is a JSON-serialisable dict of the current hand;
-    ``butifarra_env.record.replay(record)`` rebuilds it; JSON Lines via ``save_records`` /
+    ``butifarra_env.envs.replay.replay(record)`` rebuilds it; JSON Lines via ``save_records`` /
     ``load_records``.
 
 Version history
     v0: initial release.
 """
 
-from butifarra_env.env import env, raw_env
+from butifarra_env.envs.aec import env, raw_env
 
 __all__ = ["env", "raw_env"]

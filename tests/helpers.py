@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from butifarra_env.actions import BUTIFARRA, TRUMP_BASE
-from butifarra_env.cards import cards_of, mask_of, parse_card
-from butifarra_env.game import Game
-from butifarra_env.options import Options
-from butifarra_env.rules import NO_TRUMP, random_deal
+from butifarra_env.core.actions import BUTIFARRA, TRUMP_BASE
+from butifarra_env.core.cards import cards_of, mask_of, parse_card
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import NO_TRUMP, random_deal
 
 
 def cards(text: str) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from butifarra_env import butifarra_v0
-from butifarra_env.actions import action_name
+from butifarra_env.core.actions import action_name
 
 DIR = Path(__file__).resolve().parent / "playthroughs"
 CASES = {

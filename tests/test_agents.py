@@ -15,7 +15,7 @@ import pytest
 import agents.rule_based as rb
 from agents import Agent, RandomAgent, RuleBasedAgent, make_agent
 from agents.registry import AGENT_FACTORIES, agent_names, register_agent
-from butifarra_env.actions import (
+from butifarra_env.core.actions import (
     BUTIFARRA,
     DELEGATE,
     DOUBLE,
@@ -25,9 +25,9 @@ from butifarra_env.actions import (
     bits_from_mask,
     bits_from_masks,
 )
-from butifarra_env.cards import SUIT, cards_of, parse_card
-from butifarra_env.game import Game
-from butifarra_env.observation import (
+from butifarra_env.core.cards import SUIT, cards_of, parse_card
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import (
     OBS_SIZE,
     Observer,
     View,
@@ -36,9 +36,9 @@ from butifarra_env.observation import (
     field_slice,
     read_view,
 )
-from butifarra_env.options import Options
-from butifarra_env.policy import BatchPolicy, Policy
-from butifarra_env.rules import PHASE_PLAY, TRUMP_UNSET, random_deal
+from butifarra_env.core.options import Options
+from butifarra_env.core.policy import BatchPolicy, Policy
+from butifarra_env.core.rules import PHASE_PLAY, TRUMP_UNSET, random_deal
 from tests.helpers import cards
 
 # --------------------------------------------------------------------------- helpers
@@ -560,7 +560,7 @@ def test_ppo_r1_stays_the_panel_and_search_bidder() -> None:
 
     pytest.importorskip("torch")
     from agents import R1_PPO_CHECKPOINT
-    from agents.evaluation import PANEL, PANEL_SEARCH
+    from agents.evaluation.protocol import PANEL, PANEL_SEARCH
 
     assert hashlib.sha256(R1_PPO_CHECKPOINT.read_bytes()).hexdigest() == R1_SHA256
     r1 = make_agent("ppo-r1", seed=0)

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents import RandomAgent, RuleBasedAgent, arena, stats
-from agents.arena import (
+from agents import RandomAgent, RuleBasedAgent
+from agents.evaluation import arena, stats
+from agents.evaluation.arena import (
     CHUNK_DEALS,
     MATCH_HAND_FIELDS,
     AgentError,
@@ -21,12 +22,13 @@ from agents.arena import (
     duel,
     round_robin,
 )
+from agents.evaluation.stats import mean_ci, t_quantile
 from agents.registry import AGENT_FACTORIES
-from agents.stats import mean_ci, t_quantile
 from butifarra.cli import main
-from butifarra_env.options import Options
-from butifarra_env.record import iter_replay, load_records, replay
-from butifarra_env.rules import deal
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import deal
+from butifarra_env.envs.replay import iter_replay, replay
+from butifarra_env.records import load_records
 
 REPO = Path(__file__).resolve().parents[1]
 

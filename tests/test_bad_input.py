@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from butifarra_env import BatchedEnv, butifarra_v0
-from butifarra_env.errors import IllegalActionError
-from butifarra_env.gym_wrapper import SingleAgentEnv
-from butifarra_env.options import Options
+from butifarra_env.core.errors import IllegalActionError
+from butifarra_env.core.options import Options
+from butifarra_env.envs.gym_env import SingleAgentEnv
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -189,7 +189,7 @@ def test_numpy_and_zero_d_integer_actions_are_accepted() -> None:
 def test_wrapped_env_checks_actions_under_python_O() -> None:
     code = (
         "from butifarra_env import butifarra_v0\n"
-        "from butifarra_env.errors import IllegalActionError\n"
+        "from butifarra_env.core.errors import IllegalActionError\n"
         "e = butifarra_v0.env(); e.reset(seed=0)\n"
         "try:\n    e.step(56)\nexcept IllegalActionError as x:\n    print('refused', x)\n"
     )

@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 
 from butifarra_env import butifarra_v0
-from butifarra_env.actions import DOUBLE, N_ACTIONS, PASS
-from butifarra_env.batched import BatchedEnv
-from butifarra_env.cards import N_CARDS, cards_of
-from butifarra_env.observation import OBS_SIZE, OFFSETS, STATE_SIZE, encode, encode_state
-from butifarra_env.options import Options
-from butifarra_env.rules import (
+from butifarra_env.core.actions import DOUBLE, N_ACTIONS, PASS
+from butifarra_env.core.cards import N_CARDS, cards_of
+from butifarra_env.core.observation import OBS_SIZE, OFFSETS, STATE_SIZE, encode, encode_state
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import (
     N_SEATS,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_PLAY,
 )
+from butifarra_env.envs.batched import BatchedEnv
 
 AGENTS = [f"player_{i}" for i in range(N_SEATS)]
 
@@ -405,7 +405,7 @@ def test_engine_does_not_import_torch() -> None:
     import sys
 
     code = (
-        "import sys, numpy as np; from butifarra_env.batched import BatchedEnv; "
+        "import sys, numpy as np; from butifarra_env.envs.batched import BatchedEnv; "
         "e = BatchedEnv(2, seed=0); e.reset(); e.step(np.array([53, 53])); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )

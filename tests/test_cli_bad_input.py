@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents import RandomAgent, make_agent
-from agents.arena import duel, round_robin
+from agents.evaluation.arena import duel, round_robin
 from agents.registry import AGENT_FACTORIES
 from butifarra.cli import MAX_DEALS, MAX_HANDS, MAX_MATCHES, MAX_SEED, MAX_TARGET, MAX_WORKERS
 from butifarra.cli import main as cli_main
-from butifarra_env.options import Options
+from butifarra_env.core.options import Options
 
 SETTINGS = settings(
     max_examples=40,

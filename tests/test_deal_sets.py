@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents import deal_sets
-from agents.deal_sets import DEAL_SETS, load_deal_set, render, sha256
-from butifarra_env.cards import ALL_CARDS
+from agents.evaluation import deal_sets
+from agents.evaluation.deal_sets import DEAL_SETS, load_deal_set, render, sha256
+from butifarra_env.core.cards import ALL_CARDS
 
 
 @pytest.mark.parametrize("name", sorted(DEAL_SETS))

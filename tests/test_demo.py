@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from agents.arena import duel
+from agents.evaluation.arena import duel
+from agents.evaluation.stats import mean_ci
 from agents.registry import make_agent
-from agents.stats import mean_ci
 from butifarra.cli import main
 from butifarra.demo import run_demo
 

@@ -13,9 +13,8 @@ from pettingzoo.test import api_test, render_test, seed_test
 
 import butifarra_env  # noqa: F401 - registers the Gymnasium id
 from butifarra_env import butifarra_v0
-from butifarra_env.cards import ALL_CARDS
-from butifarra_env.gym_wrapper import SingleAgentEnv
-from butifarra_env.observation import (
+from butifarra_env.core.cards import ALL_CARDS
+from butifarra_env.core.observation import (
     FIELD_MAX,
     FIELDS,
     OBS_SIZE,
@@ -28,6 +27,7 @@ from butifarra_env.observation import (
     read_view,
     scale_vector,
 )
+from butifarra_env.envs.gym_env import SingleAgentEnv
 
 
 @pytest.mark.parametrize("options", [{}, {"target_score": 51}, {"max_doubling_level": 0}])

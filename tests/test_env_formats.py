@@ -14,16 +14,16 @@ from gymnasium.vector import AutoresetMode
 
 import butifarra_env  # noqa: F401 - registers the Gymnasium id
 from butifarra_env import butifarra_v0
-from butifarra_env.batched import BatchedEnv
-from butifarra_env.gym_vector import ButifarraVectorEnv
-from butifarra_env.gym_wrapper import SingleAgentEnv
-from butifarra_env.observation import (
+from butifarra_env.core.observation import (
     OBS_SIZE,
     STATE_SIZE,
     encode_state,
     scale_vector,
     state_scale_vector,
 )
+from butifarra_env.envs.batched import BatchedEnv
+from butifarra_env.envs.gym_env import SingleAgentEnv
+from butifarra_env.envs.gym_vector import ButifarraVectorEnv
 
 GYM_ID = "butifarra_env/Butifarra-v0"
 SCALE = scale_vector()

@@ -11,17 +11,18 @@ import numpy as np
 import pytest
 
 import butifarra_env
-from agents import RandomAgent, RuleBasedAgent, evaluation
-from agents.arena import CHUNK_DEALS, duel
+from agents import RandomAgent, RuleBasedAgent
 from agents.base import Agent
-from agents.deal_sets import DEAL_SETS, Deal, load_deal_set
-from agents.evaluation import PROTOCOL_VERSION, SITUATIONS, ResultCard, evaluate, load_card
+from agents.evaluation import protocol as evaluation
+from agents.evaluation.arena import CHUNK_DEALS, duel
+from agents.evaluation.deal_sets import DEAL_SETS, Deal, load_deal_set
+from agents.evaluation.protocol import PROTOCOL_VERSION, SITUATIONS, ResultCard, evaluate, load_card
 from agents.registry import AGENT_FACTORIES
 from butifarra import leaderboard
 from butifarra.cli import main
-from butifarra_env.observation import field
-from butifarra_env.record import load_records
-from butifarra_env.rules import PHASE_NAMES
+from butifarra_env.core.observation import field
+from butifarra_env.core.rules import PHASE_NAMES
+from butifarra_env.records import load_records
 
 CHEAP = ["random", "rule"]
 PLAY = PHASE_NAMES.index("play")

@@ -12,12 +12,12 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 import butifarra_env  # noqa: F401 - registers the Gymnasium id
-from butifarra_env.actions import N_ACTIONS
-from butifarra_env.cards import cards_of
-from butifarra_env.gym_vector import ButifarraVectorEnv
-from butifarra_env.gym_wrapper import SingleAgentEnv
-from butifarra_env.observation import OBS_SIZE, field
-from butifarra_env.rules import PHASE_HAND_OVER, random_deal
+from butifarra_env.core.actions import N_ACTIONS
+from butifarra_env.core.cards import cards_of
+from butifarra_env.core.observation import OBS_SIZE, field
+from butifarra_env.core.rules import PHASE_HAND_OVER, random_deal
+from butifarra_env.envs.gym_env import SingleAgentEnv
+from butifarra_env.envs.gym_vector import ButifarraVectorEnv
 
 GYM_ID = "butifarra_env/Butifarra-v0"
 _WEIGHTS = (np.arange(OBS_SIZE, dtype=np.int64) * 7919 + 13) % 104729

@@ -25,12 +25,13 @@ from butifarra.play import (
     play,
     render_view,
 )
-from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
-from butifarra_env.cards import parse_card
-from butifarra_env.game import Game
-from butifarra_env.options import Options
-from butifarra_env.record import load_records, replay
-from butifarra_env.rules import NO_TRUMP, random_deal
+from butifarra_env.core.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
+from butifarra_env.core.cards import parse_card
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import NO_TRUMP, random_deal
+from butifarra_env.envs.replay import replay
+from butifarra_env.records import load_records
 from tests.helpers import play_position
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,15 +26,15 @@ def _loaded_after(code: str) -> list[str]:
     "module",
     [
         "butifarra_env",
-        "butifarra_env.cards",
-        "butifarra_env.actions",
-        "butifarra_env.rules",
-        "butifarra_env.game",
-        "butifarra_env.observation",
-        "butifarra_env.options",
-        "butifarra_env.validate",
-        "butifarra_env.record_format",
-        "butifarra_env.render",
+        "butifarra_env.core.cards",
+        "butifarra_env.core.actions",
+        "butifarra_env.core.rules",
+        "butifarra_env.core.game",
+        "butifarra_env.core.observation",
+        "butifarra_env.core.options",
+        "butifarra_env.core.validate",
+        "butifarra_env.records.format",
+        "butifarra_env.core.render",
     ],
 )
 def test_rules_core_loads_no_framework(module: str) -> None:
@@ -42,7 +42,7 @@ def test_rules_core_loads_no_framework(module: str) -> None:
 
 
 def test_agents_and_the_batched_engine_load_no_framework_until_asked() -> None:
-    assert _loaded_after("import agents, agents.rule_based, butifarra_env.batched") == []
+    assert _loaded_after("import agents, agents.rule_based, butifarra_env.envs.batched") == []
     assert _loaded_after("from butifarra_env import BatchedEnv; BatchedEnv(2).reset()") == []
 
 

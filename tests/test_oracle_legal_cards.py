@@ -5,8 +5,8 @@ strength order is its own list, and each numbered rule of "Legal cards" (1-5) is
 ``if`` on lists. The only link to the code under test is the public card id
 ``c = suit * 12 + number - 1`` (RULES.md, "Card id"), used to convert the answers.
 
-It is compared with :func:`butifarra_env.rules.legal_cards`, with
-:func:`butifarra_env.rules.trick_winner`, and with ``Game.legal`` / ``Game.legal_cards``
+It is compared with :func:`butifarra_env.core.rules.legal_cards`, with
+:func:`butifarra_env.core.rules.trick_winner`, and with ``Game.legal`` / ``Game.legal_cards``
 along thousands of random hands, on random positions (any hand, any trick of 0-3 cards,
 the partner or an opponent winning, any trump including butifarra) and under hypothesis.
 """
@@ -19,9 +19,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from butifarra_env import rules
-from butifarra_env.game import Game
-from butifarra_env.options import Options
+from butifarra_env.core import rules
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import Options
 
 # ------------------------------------------------------------------ the oracle (RULES.md)
 Card = tuple[int, int]  # (suit 0-3: oros, copas, espadas, bastos; number 1-12)

@@ -271,7 +271,7 @@ mean is about +74 (+64 on these deals, CI [+53, +74]); an untrained network's is
 
 def strength_vs_random(agent: Agent) -> tuple[float, str]:
     """Lower 95% CI bound of ``agent`` against random on a fixed set of duplicate deals."""
-    from agents.arena import duel
+    from agents.evaluation.arena import duel
 
     result = duel(agent, "random", n_deals=STRENGTH_DEALS, seed=0)
     return result.ci_low, result.summary()
@@ -410,9 +410,10 @@ def test_opponents_are_named_and_drawn_as_configured(tmp_path: Path) -> None:
 
 
 def test_batched_evaluation_uses_the_arena_confidence_interval() -> None:
-    """The batched evaluation backend reports the arena's t interval (agents.arena.mean_ci),
+    """The batched evaluation backend reports the arena's t interval
+    (agents.evaluation.arena.mean_ci),
     not a normal-approximation one."""
-    from agents.arena import mean_ci
+    from agents.evaluation.arena import mean_ci
     from train.ppo import make_env, play_first_hands
 
     def first_legal(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -432,10 +433,10 @@ def test_batched_evaluation_uses_the_arena_confidence_interval() -> None:
 
 
 def test_hidden_hands_for_central_critic() -> None:
-    from butifarra_env.game import Game
-    from butifarra_env.observation import encode_state
-    from butifarra_env.options import Options
-    from butifarra_env.rules import random_deal
+    from butifarra_env.core.game import Game
+    from butifarra_env.core.observation import encode_state
+    from butifarra_env.core.options import Options
+    from butifarra_env.core.rules import random_deal
 
     game = Game(Options(), 0, random_deal(np.random.default_rng(4), 0))
     state = np.stack([encode_state(game)] * 4)
@@ -457,7 +458,7 @@ def test_hidden_hands_for_central_critic() -> None:
 def test_canonical_suits_make_the_policy_suit_symmetric() -> None:
     """Moving trump to another suit (the other suits keeping their order) relabels the
     policy's logits the same way: with canonical suits the net cannot tell the difference."""
-    from butifarra_env.observation import CARD_FIELDS, field_slice
+    from butifarra_env.core.observation import CARD_FIELDS, field_slice
 
     torch.manual_seed(0)
     model = ActorCritic(hidden=32, layers=1, central_value=True)

@@ -21,11 +21,11 @@ from agents.ppo_net import (  # noqa: E402
     load_checkpoint,
     state_shapes,
 )
-from butifarra_env import observation, rules  # noqa: E402
-from butifarra_env.cards import BEATS, N_CARDS  # noqa: E402
-from butifarra_env.game import Game  # noqa: E402
-from butifarra_env.options import Options  # noqa: E402
-from butifarra_env.rules import PHASE_PLAY, random_deal  # noqa: E402
+from butifarra_env.core import observation, rules  # noqa: E402
+from butifarra_env.core.cards import BEATS, N_CARDS  # noqa: E402
+from butifarra_env.core.game import Game  # noqa: E402
+from butifarra_env.core.options import Options  # noqa: E402
+from butifarra_env.core.rules import PHASE_PLAY, random_deal  # noqa: E402
 
 
 def play_positions(n_games: int, seed: int) -> list[Game]:

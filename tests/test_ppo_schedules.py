@@ -128,7 +128,7 @@ def test_belief_logits_are_in_real_card_order() -> None:
     """The belief loss is computed in the model's suit-canonical order; belief_logits maps
     it back to real card ids: the loss of those logits against the real hidden hands is the
     same number, for every trump suit."""
-    from butifarra_env.batched import BatchedEnv
+    from butifarra_env.envs.batched import BatchedEnv
 
     torch.manual_seed(0)
     model = ActorCritic(hidden=32, layers=1, central_value=True, belief=True)
@@ -142,7 +142,7 @@ def test_belief_logits_are_in_real_card_order() -> None:
         obs, mask, seat, _, _ = (np.asarray(x) for x in env.step(actions))
     hid = hidden_hands(np.asarray(env.state()), seat)
     o, m, h = torch.from_numpy(obs), torch.from_numpy(mask), torch.from_numpy(hid)
-    from butifarra_env.observation import field_slice
+    from butifarra_env.core.observation import field_slice
 
     trump = obs[:, field_slice("trump")].argmax(1)
     assert len(set(trump[trump < 4].tolist())) >= 3  # several real trump suits: relabelled
@@ -207,7 +207,7 @@ def agreement_with_rule(model: ActorCritic, n: int = 400) -> float:
     """Share of positions (from random play) where the model's greedy action is the
     rule-based agent's."""
     from agents import make_agent
-    from butifarra_env.batched import BatchedEnv
+    from butifarra_env.envs.batched import BatchedEnv
 
     env, rng = BatchedEnv(n, seed=11), np.random.default_rng(11)
     obs, mask, _ = (np.asarray(x) for x in env.reset(seed=11))

@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from butifarra_env import butifarra_v0
-from butifarra_env.cards import N_CARDS
-from butifarra_env.game import Game
-from butifarra_env.observation import Observer, canonical, encode
-from butifarra_env.options import Options
-from butifarra_env.record import iter_replay
-from butifarra_env.rules import random_deal
+from butifarra_env.core.cards import N_CARDS
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import Observer, canonical, encode
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import random_deal
+from butifarra_env.envs.replay import iter_replay
 
 options_st = st.builds(
     Options,

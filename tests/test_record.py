@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from butifarra_env import butifarra_v0
-from butifarra_env.record import RecordError, load_records, replay, save_records
+from butifarra_env.envs.replay import replay
+from butifarra_env.records import RecordError, load_records, save_records
 
 
 def played_record(seed: int = 0, **options: object) -> dict:
@@ -96,7 +97,7 @@ def test_save_records_is_atomic(tmp_path) -> None:
 
 # ------------------------------------------------------------------ files: streams, checks
 def test_iter_records_names_the_line_of_bad_bytes_and_can_skip_bad_lines(tmp_path) -> None:
-    from butifarra_env.record import iter_records
+    from butifarra_env.records import iter_records
 
     good = json.dumps(played_record(0))
     path = tmp_path / "mixed.jsonl"
@@ -135,7 +136,7 @@ def test_save_records_never_replaces_an_existing_file(tmp_path) -> None:
 
 
 def test_append_adds_lines_in_place_without_rewriting(tmp_path) -> None:
-    from butifarra_env.record import append_records, iter_records
+    from butifarra_env.records import append_records, iter_records
 
     path = tmp_path / "games.jsonl"
     assert append_records(path, [played_record(0)]) == 1  # creates the file
@@ -153,7 +154,7 @@ def test_append_adds_lines_in_place_without_rewriting(tmp_path) -> None:
 
 
 def test_check_record_file_refuses_directories_and_foreign_files(tmp_path) -> None:
-    from butifarra_env.record import check_record_file
+    from butifarra_env.records import check_record_file
 
     with pytest.raises(ValueError, match="is a directory"):
         check_record_file(tmp_path)
@@ -177,7 +178,7 @@ def test_replay_refuses_a_tampered_result() -> None:
 def test_streaming_a_100000_record_file_takes_little_memory(tmp_path) -> None:
     import tracemalloc
 
-    from butifarra_env.record import append_records, iter_records
+    from butifarra_env.records import append_records, iter_records
 
     line = (json.dumps(played_record(5), separators=(",", ":")) + "\n").encode()
     path = tmp_path / "big.jsonl"

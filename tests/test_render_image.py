@@ -13,8 +13,8 @@ from gymnasium.utils.env_checker import check_env
 
 import butifarra_env  # noqa: F401 - registers the Gymnasium id
 from butifarra_env import butifarra_v0
-from butifarra_env.gym_wrapper import SingleAgentEnv
-from butifarra_env.render_image import HEIGHT, WIDTH, render_table
+from butifarra_env.envs.gym_env import SingleAgentEnv
+from butifarra_env.envs.render_image import HEIGHT, WIDTH, render_table
 
 SHAPE = (HEIGHT, WIDTH, 3)
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from butifarra_env import butifarra_v0
-from butifarra_env.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
-from butifarra_env.errors import IllegalActionError
-from butifarra_env.game import Game
-from butifarra_env.options import Options
-from butifarra_env.rules import (
+from butifarra_env.core.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
+from butifarra_env.core.errors import IllegalActionError
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
@@ -193,7 +193,7 @@ def test_match_to_101_rotates_dealer_and_ends_at_target() -> None:
 
 
 def test_match_observation_carries_hand_number_and_scores() -> None:
-    from butifarra_env.observation import decode
+    from butifarra_env.core.observation import decode
 
     env = butifarra_v0.raw_env(target_score=51)
     env.reset(seed=5)

@@ -1,4 +1,4 @@
-"""The pure functions of butifarra_env.rules, on known values, and the shared file helper."""
+"""The pure functions of butifarra_env.core.rules, on known values, and the shared file helper."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import os
 import numpy as np
 import pytest
 
-from butifarra_env import rules
-from butifarra_env.actions import (
+from butifarra_env.core import rules
+from butifarra_env.core.actions import (
     bits_from_mask,
     mask_from_bits,
     masks_from_bits,
     random_legal_actions,
 )
-from butifarra_env.cards import ALL_CARDS, SUIT_MASK
-from butifarra_env.fileio import atomic_write_text, atomic_writer
-from butifarra_env.rules import NO_SUIT, NO_TRUMP, TRUMP_UNSET, Match
+from butifarra_env.core.cards import ALL_CARDS, SUIT_MASK
+from butifarra_env.core.fileio import atomic_write_text, atomic_writer
+from butifarra_env.core.rules import NO_SUIT, NO_TRUMP, TRUMP_UNSET, Match
 from tests.helpers import cards
 
 

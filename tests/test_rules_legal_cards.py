@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from butifarra_env.rules import NO_TRUMP
+from butifarra_env.core.rules import NO_TRUMP
 from tests.helpers import cards, legal_cards, play_position
 
 OROS, COPAS, ESPADAS, BASTOS = range(4)

@@ -12,13 +12,13 @@ import pytest
 from agents.double_dummy import Solver
 from agents.search_agent import SearchAgent, SearchConfig, SearchStats, card_groups, choose_card
 from butifarra_env import butifarra_v0
-from butifarra_env.actions import bits_from_mask
-from butifarra_env.cards import POINTS, SUIT, SUIT_MASK
-from butifarra_env.game import Game
-from butifarra_env.observation import View, pack_bits
-from butifarra_env.options import Options
-from butifarra_env.rules import NO_SUIT, legal_cards, random_deal, winners
-from butifarra_env.sampling import HiddenDeal
+from butifarra_env.core.actions import bits_from_mask
+from butifarra_env.core.cards import POINTS, SUIT, SUIT_MASK
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import View, pack_bits
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import NO_SUIT, legal_cards, random_deal, winners
+from butifarra_env.core.sampling import HiddenDeal
 
 
 # ------------------------------------------------------------------ the solver
@@ -147,7 +147,7 @@ def test_bidding_prior_favours_deals_that_explain_the_trump_choice() -> None:
     from agents.base import Agent
     from agents.registry import make_agent
     from agents.search_agent import BiddingPrior
-    from butifarra_env.observation import decode, encode
+    from butifarra_env.core.observation import decode, encode
 
     class LongestSuit(Agent):
         def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
@@ -193,7 +193,7 @@ def test_sampler_refuses_impossible_constraints() -> None:
 
 # ------------------------------------------------------------------ the agent
 def butifarra_v0_observation(game: Game, seat: int) -> np.ndarray:
-    from butifarra_env.observation import encode
+    from butifarra_env.core.observation import encode
 
     return encode(game, seat)
 

@@ -19,16 +19,17 @@ pytest.importorskip("httpx", reason="the API tests need httpx (the 'dev' extra)"
 
 from starlette.testclient import TestClient  # noqa: E402
 
+from agents.evaluation.stats import mean_ci  # noqa: E402
 from agents.registry import make_agent  # noqa: E402
-from agents.stats import mean_ci  # noqa: E402
 from butifarra.web.app import ServerConfig, create_app  # noqa: E402
 from butifarra.web.tables import AgentPool, Table, agent_seed, deal_for, parse_setup  # noqa: E402
-from butifarra_env.actions import mask_from_bits  # noqa: E402
-from butifarra_env.cards import N_CARDS, cards_of  # noqa: E402
-from butifarra_env.game import Game  # noqa: E402
-from butifarra_env.observation import Observer  # noqa: E402
-from butifarra_env.options import Options  # noqa: E402
-from butifarra_env.record import load_records, replay  # noqa: E402
+from butifarra_env.core.actions import mask_from_bits  # noqa: E402
+from butifarra_env.core.cards import N_CARDS, cards_of  # noqa: E402
+from butifarra_env.core.game import Game  # noqa: E402
+from butifarra_env.core.observation import Observer  # noqa: E402
+from butifarra_env.core.options import Options  # noqa: E402
+from butifarra_env.envs.replay import replay  # noqa: E402
+from butifarra_env.records import load_records  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 AGENTS = ("rule", "random")

@@ -47,9 +47,9 @@ from butifarra.web.replay import ReplayView, replay_data  # noqa: E402
 from butifarra.web.serve import BackgroundServer  # noqa: E402
 from butifarra.web.tables import Table, deal_for, parse_setup  # noqa: E402
 from butifarra_env import butifarra_v0  # noqa: E402
-from butifarra_env.actions import DOUBLE, PASS, TRUMP_BASE  # noqa: E402
-from butifarra_env.cards import cards_of, sort_key  # noqa: E402
-from butifarra_env.record import append_records, load_records  # noqa: E402
+from butifarra_env.core.actions import DOUBLE, PASS, TRUMP_BASE  # noqa: E402
+from butifarra_env.core.cards import cards_of, sort_key  # noqa: E402
+from butifarra_env.records import append_records, load_records  # noqa: E402
 
 AGENTS = ["rule", "random"]
 WAIT_S = 15

@@ -13,9 +13,9 @@ import pytest
 
 from butifarra.web.replay import ReplayView, record_summary, replay_data
 from butifarra_env import butifarra_v0
-from butifarra_env.cards import POINTS, cards_of, sort_key
-from butifarra_env.errors import RecordError
-from butifarra_env.record import save_records
+from butifarra_env.core.cards import POINTS, cards_of, sort_key
+from butifarra_env.core.errors import RecordError
+from butifarra_env.records import save_records
 
 
 def played_record(seed: int = 0, probs: bool = True) -> dict[str, Any]:

@@ -62,15 +62,15 @@ import torch
 import torch.nn as nn
 
 from agents import Agent, make_agent
-from agents.arena import duel, mean_ci
+from agents.evaluation.arena import duel, mean_ci
 from agents.ppo_agent import PPOAgent
 from agents.registry import DEFAULT_PPO_CHECKPOINT
-from butifarra_env.actions import N_ACTIONS, random_legal_actions
-from butifarra_env.batched import BatchedEnv
-from butifarra_env.cards import N_CARDS
-from butifarra_env.fileio import atomic_writer
-from butifarra_env.observation import OBS_SIZE
-from butifarra_env.validate import check_int, check_number
+from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.core.cards import N_CARDS
+from butifarra_env.core.fileio import atomic_writer
+from butifarra_env.core.observation import OBS_SIZE
+from butifarra_env.core.validate import check_int, check_number
+from butifarra_env.envs.batched import BatchedEnv
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -263,7 +263,7 @@ class Config:
     eval_deals: int = 1000
     """Duplicate deals per interval evaluation (each played with both seatings)."""
     eval_backend: str = "arena"
-    """"arena": agents/arena.py duel (reference engine); "batched": same protocol on the
+    """"arena": agents/evaluation/arena.py duel (reference engine); "batched": same protocol on the
     batched engine (faster, used where the arena is unavailable)."""
     eval_seed: int = 12345
     """Seed of the fixed evaluation deal set."""
@@ -1015,7 +1015,7 @@ def evaluate(
     """Duplicate-deal match on the batched engine: every deal is played twice, the policy on
     each team once. The per-deal result is the policy team's mean raw points over both
     seatings. Returns mean points/hand, the 95% CI half-width (the arena's t interval,
-    :func:`agents.arena.mean_ci`) and the number of deals."""
+    :func:`agents.evaluation.arena.mean_ci`) and the number of deals."""
     sides = [play_first_hands(policy, opponent, t, n_deals, seed, env_factory) for t in (0, 1)]
     mean, low, high = mean_ci((sides[0] + sides[1]) / 2.0)
     return {"mean": mean, "ci95": (high - low) / 2, "deals": float(n_deals)}
@@ -1029,7 +1029,8 @@ def evaluate_model(
     env_factory: EnvFactory = make_env,
 ) -> dict[str, float]:
     """Points/hand of the greedy policy vs random (and vs rule-based) on the fixed deal set
-    ``eval_seed``: through the arena's :func:`~agents.arena.duel` or on the batched engine.
+    ``eval_seed``: through the arena's :func:`~agents.evaluation.arena.duel` or on the batched
+    engine.
     An ``opponent_agent`` other than rule or random is evaluated against too
     (``eval_opponent_*``: the learning curve against the agent a run exploits)."""
     model.eval()

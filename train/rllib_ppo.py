@@ -53,11 +53,11 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
-from agents.arena import duel
+from agents.evaluation.arena import duel
 from agents.ppo_agent import PPOAgent
 from agents.ppo_net import ActorCritic, masked_logits, model_payload
 from agents.registry import make_agent
-from butifarra_env.fileio import atomic_write_text
+from butifarra_env.core.fileio import atomic_write_text
 from butifarra_env.integrations.rllib import (
     MASK_KEY,
     OBS_KEY,
@@ -579,7 +579,7 @@ def append_csv(path: Path, metrics: Mapping[str, float]) -> None:
 # ----------------------------------------------------------------------------- evaluation
 def evaluate(algo: Algorithm, s: Settings) -> dict[str, float]:
     """The greedy shared policy against the rule-based agent over ``eval_deals`` duplicate
-    deals (``agents.arena.duel``): mean points per hand and the 95% CI half-width."""
+    deals (``agents.evaluation.arena.duel``): mean points per hand and the 95% CI half-width."""
     t0 = time.perf_counter()
     net = shared_model(algo, s)
     result = duel(PPOAgent.from_model(net, seed=0), "rule", n_deals=s.eval_deals, seed=s.eval_seed)

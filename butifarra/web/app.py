@@ -47,7 +47,7 @@ from butifarra.web.tables import (
     Table,
     parse_setup,
 )
-from butifarra_env.record import iter_records
+from butifarra_env.records import iter_records
 
 __all__ = ["GameStore", "ServerConfig", "ServerFull", "create_app"]
 

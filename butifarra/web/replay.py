@@ -1,6 +1,7 @@
 """Game records as step-by-step frames, and the replay viewer for Jupyter and static pages.
 
-:func:`replay_data` replays a record through the engine (:func:`butifarra_env.record.iter_replay`,
+:func:`replay_data` replays a record through the engine
+(:func:`butifarra_env.records.iter_replay_games`,
 which checks every move) and takes a snapshot before the first move and after each one:
 all four hands, the trick, the contract and the score. The seat to move in a frame, its
 legal actions and, when the record carries them, the policy's probabilities (``"probs"``,
@@ -23,13 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from butifarra_env.actions import DOUBLING_NAMES, N_ACTIONS, action_name
-from butifarra_env.cards import N_CARDS, POINTS, cards_of, sort_key
-from butifarra_env.errors import RecordError
-from butifarra_env.fileio import atomic_write_text
-from butifarra_env.game import Game
-from butifarra_env.record import iter_records, iter_replay
-from butifarra_env.rules import PHASE_NAMES, TRUMP_UNSET
+from butifarra_env.core.actions import DOUBLING_NAMES, N_ACTIONS, action_name
+from butifarra_env.core.cards import N_CARDS, POINTS, cards_of, sort_key
+from butifarra_env.core.errors import RecordError
+from butifarra_env.core.fileio import atomic_write_text
+from butifarra_env.core.game import Game
+from butifarra_env.core.rules import PHASE_NAMES, TRUMP_UNSET
+from butifarra_env.records import iter_records, iter_replay_games
 
 __all__ = ["ReplayView", "check_probs", "record_summary", "replay_data", "viewer_assets"]
 
@@ -121,12 +122,11 @@ def replay_data(record: dict[str, Any]) -> dict[str, Any]:
     actions = record.get("actions") or []
     frames = []
     game: Game | None = None
-    for i, env in enumerate(iter_replay(record)):
-        game = env.game
+    for i, game in enumerate(iter_replay_games(record)):
         last = None if i == 0 else (actions[i - 1][0], actions[i - 1][1])
         decision = probs[i] if probs is not None and i < len(probs) else None
         frames.append(_frame(game, last, decision))
-    assert game is not None  # iter_replay yields the start position at least
+    assert game is not None  # iter_replay_games yields the start position at least
     players = record.get("players")
     if not (isinstance(players, list) and len(players) == 4):
         players = [f"seat {s}" for s in range(4)]

@@ -1,8 +1,8 @@
 """One browser's table: a person at one seat, registry agents at the others.
 
-A :class:`Table` drives :class:`~butifarra_env.game.Game` hands (and a
-:class:`~butifarra_env.rules.Match` to 101 in match mode); the bots act from their own
-observation (:class:`~butifarra_env.observation.Observer`) and the legal-action mask, as in
+A :class:`Table` drives :class:`~butifarra_env.core.game.Game` hands (and a
+:class:`~butifarra_env.core.rules.Match` to 101 in match mode); the bots act from their own
+observation (:class:`~butifarra_env.core.observation.Observer`) and the legal-action mask, as in
 terminal play. Nothing here decides what is legal: the engine's ``Game.legal`` does.
 
 What goes to the browser is :meth:`Table.view`: the person's own hand, the public table
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from agents.base import Agent
-from agents.stats import mean_ci
+from agents.evaluation.stats import mean_ci
 from butifarra.web.replay import contract_state
-from butifarra_env.actions import (
+from butifarra_env.core.actions import (
     BUTIFARRA,
     DELEGATE,
     DOUBLE,
@@ -39,12 +39,11 @@ from butifarra_env.actions import (
     TRUMP_BASE,
     mask_from_bits,
 )
-from butifarra_env.cards import N_CARDS, POINTS, SUIT_NAMES, card_long_name, cards_of, sort_key
-from butifarra_env.game import Game
-from butifarra_env.observation import Observer
-from butifarra_env.options import Options
-from butifarra_env.record import append_records, check_record_file, game_record
-from butifarra_env.rules import (
+from butifarra_env.core.cards import N_CARDS, POINTS, SUIT_NAMES, card_long_name, cards_of, sort_key
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import Observer
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import (
     N_SEATS,
     NO_TRUMP,
     PHASE_NAMES,
@@ -53,7 +52,8 @@ from butifarra_env.rules import (
     multiplier,
     random_deal,
 )
-from butifarra_env.validate import check_int, is_int
+from butifarra_env.core.validate import check_int, is_int
+from butifarra_env.records import append_records, check_record_file, game_record
 
 MODES = ("hand", "match", "duplicate")
 """``hand``: independent hands; ``match``: hands to :data:`MATCH_TARGET`; ``duplicate``:

@@ -1,14 +1,14 @@
 """Butifarra as an OpenSpiel game: ``pyspiel.load_game("python_butifarra")``.
 
 Importing this module registers the game (once; importing again is harmless). The state is
-the project's own :class:`~butifarra_env.game.Game` driven through OpenSpiel's API, so the
-rules, action ids (:mod:`butifarra_env.actions`), the 491-value observation
-(:mod:`butifarra_env.observation`) and the rewards are exactly those of ``butifarra_v0``.
+the project's own :class:`~butifarra_env.core.game.Game` driven through OpenSpiel's API, so the
+rules, action ids (:mod:`butifarra_env.core.actions`), the 491-value observation
+(:mod:`butifarra_env.core.observation`) and the rewards are exactly those of ``butifarra_v0``.
 
 One OpenSpiel game is one hand. Chance deals it the way the table does, one chance node at a
 time so that every chance outcome is enumerable: first the dealer (outcomes 0-3, uniform;
 skipped when ``first_dealer`` is set), then the 48 deck positions in order (outcome = the
-card id, uniform over the cards not dealt yet), shared out by :func:`butifarra_env.rules.deal`
+card id, uniform over the cards not dealt yet), shared out by :func:`butifarra_env.core.rules.deal`
 (four at a time from the player after the dealer). The deal is therefore distributed exactly
 as in ``butifarra_v0``.
 
@@ -26,21 +26,21 @@ from typing import Any, cast
 import numpy as np
 import pyspiel  # type: ignore[import-not-found,unused-ignore]
 
-from butifarra_env.actions import N_ACTIONS, action_name
-from butifarra_env.cards import ALL_CARDS, N_CARDS, N_TRICKS, card_name, cards_of, sort_key
-from butifarra_env.game import Game
-from butifarra_env.observation import (
+from butifarra_env.core.actions import N_ACTIONS, action_name
+from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_TRICKS, card_name, cards_of, sort_key
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import (
     FIELDS,
     OBS_SIZE,
     Observer,
     decode,
     field_slice,
 )
-from butifarra_env.options import MAX_DOUBLING_LEVEL, Options
-from butifarra_env.render import trump_text
-from butifarra_env.rules import DEAL_ORDER, N_SEATS, TRUMP_UNSET, deal, worst_hand_loss
-from butifarra_env.sampling import deal_consistent, known_absent
-from butifarra_env.validate import check_int, check_reward_scale
+from butifarra_env.core.options import MAX_DOUBLING_LEVEL, Options
+from butifarra_env.core.render import trump_text
+from butifarra_env.core.rules import DEAL_ORDER, N_SEATS, TRUMP_UNSET, deal, worst_hand_loss
+from butifarra_env.core.sampling import deal_consistent, known_absent
+from butifarra_env.core.validate import check_int, check_reward_scale
 
 __all__ = ["GAME_NAME", "ButifarraGame", "ButifarraObserver", "ButifarraState", "register"]
 
@@ -270,7 +270,7 @@ class ButifarraState(pyspiel.State):
     # ------------------------------------------------------------------ extras
     @property
     def game_state(self) -> Game | None:
-        """The hand as the project's :class:`~butifarra_env.game.Game` (None while dealing)."""
+        """The hand as the project's :class:`~butifarra_env.core.game.Game` (None while dealing)."""
         return self._hand.game
 
     @property
@@ -367,7 +367,7 @@ class ButifarraObserver:
     """OpenSpiel's PyObserver for this game (``make_py_observer``).
 
     Without perfect recall (the default observation): the ``butifarra_v0`` observation as
-    ``float32``, one named piece per field of :data:`butifarra_env.observation.FIELDS`
+    ``float32``, one named piece per field of :data:`butifarra_env.core.observation.FIELDS`
     (``hand`` is the private part, every other field is public). With perfect recall (the
     information state): a string only, the player's cards as dealt plus the whole public
     history; there is no information-state tensor.

@@ -9,7 +9,7 @@ RLlib's action-masking RLModules read ``{"observations": float32, "action_mask":
 * :class:`PettingZooHandEnv`: ``butifarra_v0`` through RLlib's own ``PettingZooEnv``, keys
   renamed and cast; agents ``player_0`` … ``player_3``; one hand per episode. The plain
   path: any RLlib env runner, any connector.
-* :class:`BatchedHandsEnv`: ``num_hands`` hands of :class:`~butifarra_env.batched.BatchedEnv`
+* :class:`BatchedHandsEnv`: ``num_hands`` hands of :class:`~butifarra_env.envs.batched.BatchedEnv`
   in one ``MultiAgentEnv``, agent ids namespaced per hand slot (``h{slot}_player_{seat}``),
   so one env step asks the RLModule for one action per hand in one forward pass. An episode
   is one round of ``num_hands`` hands; each hand's four agents end with that hand.
@@ -67,12 +67,12 @@ from ray.rllib.utils.metrics import (
 )
 from ray.rllib.utils.typing import MultiAgentDict
 
-from butifarra_env.actions import N_ACTIONS, random_legal_actions
-from butifarra_env.batched import BatchedEnv
 from butifarra_env.butifarra_v0 import env as pettingzoo_env
-from butifarra_env.observation import OBS_SIZE, scale_vector
-from butifarra_env.rules import N_SEATS
-from butifarra_env.validate import check_int, check_reward_scale, check_seed
+from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.core.observation import OBS_SIZE, scale_vector
+from butifarra_env.core.rules import N_SEATS
+from butifarra_env.core.validate import check_int, check_reward_scale, check_seed
+from butifarra_env.envs.batched import BatchedEnv
 
 __all__ = [
     "MASK_KEY",

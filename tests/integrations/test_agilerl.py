@@ -25,7 +25,7 @@ from agilerl.components.replay_buffer import ReplayBuffer  # noqa: E402
 from agilerl.training.train_off_policy import train_off_policy  # noqa: E402
 
 from butifarra_env import GYM_ID, butifarra_v0  # noqa: E402
-from butifarra_env.options import Options  # noqa: E402
+from butifarra_env.core.options import Options  # noqa: E402
 
 REWARD_SCALE = 1 / 36  # docs/integrations.md's recommendation
 PENALTY = -Options().worst_hand_loss * REWARD_SCALE

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from butifarra_env.cards import N_CARDS, SUIT_MASK, cards_of
-from butifarra_env.errors import IllegalActionError
-from butifarra_env.game import Game
-from butifarra_env.options import Options
-from butifarra_env.rules import DEAL_ORDER, random_deal
-from butifarra_env.sampling import deal_consistent, known_absent
+from butifarra_env.core.cards import N_CARDS, SUIT_MASK, cards_of
+from butifarra_env.core.errors import IllegalActionError
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import DEAL_ORDER, random_deal
+from butifarra_env.core.sampling import deal_consistent, known_absent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,7 +204,7 @@ def test_illegal_actions_are_refused() -> None:
 
 def test_dealing_observation_and_information_state() -> None:
     pyspiel, _ = _openspiel()
-    from butifarra_env.observation import decode
+    from butifarra_env.core.observation import decode
 
     game = pyspiel.load_game("python_butifarra", {"first_dealer": 1})
     state = game.new_initial_state()

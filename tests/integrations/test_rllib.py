@@ -26,10 +26,10 @@ from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (  # noqa: 
     ActionMaskingTorchRLModule,
 )
 
-from agents.arena import duel  # noqa: E402
+from agents.evaluation.arena import duel  # noqa: E402
 from agents.registry import make_agent  # noqa: E402
-from butifarra_env.actions import random_legal_actions  # noqa: E402
-from butifarra_env.batched import BatchedEnv  # noqa: E402
+from butifarra_env.core.actions import random_legal_actions  # noqa: E402
+from butifarra_env.envs.batched import BatchedEnv  # noqa: E402
 from butifarra_env.integrations.rllib import (  # noqa: E402
     MASK_KEY,
     OBS_KEY,

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from agents.adapters import PolicyAgent, PredictAgent, as_agent, observation_builder
-from agents.arena import AgentError, duel
 from agents.base import Agent
+from agents.evaluation.arena import AgentError, duel
 from agents.random_agent import RandomAgent
 from butifarra_env import GYM_ID
-from butifarra_env.observation import OBS_SIZE, scale_vector
+from butifarra_env.core.observation import OBS_SIZE, scale_vector
 
 N_ENVS = 4
 TRAIN_STEPS = 4096

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.stats import mean_ci
+from agents.evaluation.stats import mean_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--deals", "2", "--seed", "3", "--search", "search:samples=2,endgame=1,infer=0"]
@@ -76,7 +76,7 @@ def test_calibration_probes_twice_on_the_same_positions(bench: ModuleType) -> No
     import pyspiel
 
     import butifarra_env.integrations.openspiel  # noqa: F401 - registers the game
-    from agents.deal_sets import load_deal_set
+    from agents.evaluation.deal_sets import load_deal_set
     from agents.registry import make_agent
 
     game = pyspiel.load_game("python_butifarra")

@@ -26,9 +26,9 @@ from tianshou.trainer import OffPolicyTrainerParams  # noqa: E402
 from tianshou.utils.net.common import Net  # noqa: E402
 
 from agents.adapters import as_agent  # noqa: E402
-from agents.arena import duel  # noqa: E402
+from agents.evaluation.arena import duel  # noqa: E402
 from butifarra_env import butifarra_v0  # noqa: E402
-from butifarra_env.observation import OBS_SIZE  # noqa: E402
+from butifarra_env.core.observation import OBS_SIZE  # noqa: E402
 
 N_ENVS = 4
 MIN_HAND, MAX_HAND = 49, 58  # player actions in a hand: 48 cards + 1-10 bidding actions

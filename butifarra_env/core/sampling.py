@@ -21,9 +21,9 @@ from math import factorial
 
 import numpy as np
 
-from butifarra_env.actions import TRUMP_BASE
-from butifarra_env.cards import N_CARDS, SUIT, SUIT_MASK, cards_of
-from butifarra_env.rules import N_SEATS, TRUMP_UNSET, winners
+from butifarra_env.core.actions import TRUMP_BASE
+from butifarra_env.core.cards import N_CARDS, SUIT, SUIT_MASK, cards_of
+from butifarra_env.core.rules import N_SEATS, TRUMP_UNSET, winners
 
 REJECTION_TRIES = 64
 """Uniform draws tried before switching to the counting sampler."""
@@ -145,7 +145,7 @@ def known_absent(actions: Sequence[tuple[int, int]]) -> list[int]:
     """For each seat, the cards its plays so far prove it does not hold (bitmasks by seat).
 
     ``actions`` is a hand's ``(seat, action)`` history (``Game.actions``). Every card play
-    was legal under :func:`butifarra_env.rules.legal_cards`, and that reveals more than the
+    was legal under :func:`butifarra_env.core.rules.legal_cards`, and that reveals more than the
     voids: a seat that did not follow suit holds none of the led suit; a seat that let an
     opponent's card stand holds no card that would have beaten it (of the led suit when it
     followed, any winner when it did not). A deal of the hidden cards that avoids these sets

@@ -5,8 +5,8 @@ once with agent A's team at seats {0, 2} and once at seats {1, 3}. The per-deal 
 A's team score difference (RULES.md rewards) is the unit of measurement, so the 95%
 confidence interval is over independent deals.
 
-Hands run on the reference engine (:class:`~butifarra_env.game.Game` +
-:class:`~butifarra_env.observation.Observer`), many games in lockstep so that every
+Hands run on the reference engine (:class:`~butifarra_env.core.game.Game` +
+:class:`~butifarra_env.core.observation.Observer`), many games in lockstep so that every
 agent is called with :meth:`~agents.base.Agent.act_batch` (one network forward for a
 whole batch). Deals are cut into fixed chunks; each chunk's deals and agent seeds
 derive from ``(seed, chunk)`` alone, so results do not depend on the number of workers.
@@ -34,18 +34,18 @@ import numpy as np
 
 from agents.adapters import as_agent
 from agents.base import Agent
-from agents.deal_sets import Deal
+from agents.evaluation.deal_sets import Deal
+from agents.evaluation.stats import mean_ci, t_quantile
 from agents.registry import make_agent
-from agents.stats import mean_ci, t_quantile
-from butifarra_env.actions import N_ACTIONS, action_name, masks_from_bits
-from butifarra_env.cards import ALL_CARDS, N_CARDS, N_TRICKS, cards_of
-from butifarra_env.fileio import atomic_write_text
-from butifarra_env.game import Game
-from butifarra_env.observation import PERMUTATION, Observer
-from butifarra_env.options import Options
-from butifarra_env.record import append_records, check_record_file, game_record
-from butifarra_env.rules import PHASE_NAMES, Match, draw_dealer, random_deal
-from butifarra_env.validate import check_deal, check_int, is_int
+from butifarra_env.core.actions import N_ACTIONS, action_name, masks_from_bits
+from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_TRICKS, cards_of
+from butifarra_env.core.fileio import atomic_write_text
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import PERMUTATION, Observer
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import PHASE_NAMES, Match, draw_dealer, random_deal
+from butifarra_env.core.validate import check_deal, check_int, is_int
+from butifarra_env.records import append_records, check_record_file, game_record
 
 CHUNK_DEALS = 64
 """Deals per unit of work. Results depend on it (agent reseeding), never on ``workers``."""
@@ -292,7 +292,8 @@ LogNames = tuple[str, str] | None
 
 
 def _hand_records(tables: list[_Table], names: tuple[str, str], seed: int) -> list[dict[str, Any]]:
-    """Each hand the tables played as a game record (:func:`~butifarra_env.record.game_record`,
+    """Each hand the tables played as a game record
+    (:func:`~butifarra_env.records.files.game_record`,
     replayable) with who sat where, the deal (or match) index, the seating, the arena seed
     and ``probs``: one entry per action, aligned with ``actions``."""
     out = []
@@ -353,7 +354,7 @@ def _play_match_chunk(
     options: Options,
     log_names: LogNames = None,
 ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
-    """Duplicate matches to ``target`` (:class:`~butifarra_env.rules.Match`: hand after
+    """Duplicate matches to ``target`` (:class:`~butifarra_env.core.rules.Match`: hand after
     hand, dealer rotating, until a team reaches the target). Returns one row per match
     played (match, swapped, a_won, hands), one row per hand (:data:`MATCH_HAND_FIELDS`) and
     the hands' game records when ``log_names`` are given.
@@ -634,7 +635,7 @@ def _check_play_args(
     records_path: object,
 ) -> tuple[int, int, int, bool, Options]:
     """The arguments :func:`duel` and :func:`round_robin` share, checked before any work
-    (:mod:`butifarra_env.validate`); the records file is :func:`_records_file`, last."""
+    (:mod:`butifarra_env.core.validate`); the records file is :func:`_records_file`, last."""
     n = check_int("n_deals", n_deals, 1)
     checked_seed = check_int("seed", seed, 0)  # an arena run is always seeded
     w = check_int("workers", workers, 1)
@@ -651,7 +652,7 @@ def _check_play_args(
 
 
 def _records_file(records_path: str | os.PathLike[str] | None) -> Path | None:
-    """The records file, checked (:func:`~butifarra_env.record.check_record_file`, which may
+    """The records file, checked (:func:`~butifarra_env.records.files.check_record_file`, which may
     create its folder: so it comes after every other check)."""
     if records_path is None:
         return None
@@ -753,20 +754,20 @@ def duel(
     ``target_score``) between two agents; results depend only on the seed and the agents.
 
     ``deals`` fixes the cards: deal ``i`` of the run is ``deals[i]`` (``(dealer, four hand
-    bitmasks)``, e.g. a shipped deal set from :func:`agents.deal_sets.load_deal_set`);
+    bitmasks)``, e.g. a shipped deal set from :func:`agents.evaluation.deal_sets.load_deal_set`);
     ``n_deals`` must be at most ``len(deals)`` and ``deal_fn`` and ``n_matches`` are then
     left at their defaults. The seed still seeds the agents.
 
     ``names`` labels the two sides in the result (default: the agents' ``name``).
     ``records_path`` appends every hand played (both seatings, matches too) to that JSON
-    Lines file as a game record (:func:`butifarra_env.record.game_record`, replayable) with
+    Lines file as a game record (:func:`butifarra_env.records.files.game_record`, replayable) with
     ``players`` (names by seat), ``deal`` (or ``match``), ``swapped``, ``seed`` and
     ``probs``: per action, ``{action id: probability}`` over the legal actions from the
     acting agent's :meth:`~agents.base.Agent.action_probs_batch`, or null. Records are
     appended chunk by chunk in deal order, so the file does not depend on ``workers``, and
     logging does not change the results. Every argument is checked before any hand is
     played (ValueError naming it); the records file with
-    :func:`~butifarra_env.record.check_record_file`.
+    :func:`~butifarra_env.records.files.check_record_file`.
     """
     n_deals, seed, workers, progress, options = _check_play_args(
         n_deals, seed, workers, progress, deal_fn, options, records_path

@@ -1,4 +1,5 @@
-"""PettingZoo AEC adapter over :class:`~butifarra_env.game.Game` (see butifarra_v0 for the docs)."""
+"""PettingZoo AEC adapter over :class:`~butifarra_env.core.game.Game` (see butifarra_v0 for the
+docs)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from gymnasium import spaces
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from butifarra_env.actions import N_ACTIONS, mask_from_bits
-from butifarra_env.cards import cards_of
-from butifarra_env.game import Game
-from butifarra_env.observation import (
+from butifarra_env.core.actions import N_ACTIONS, mask_from_bits
+from butifarra_env.core.cards import cards_of
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import (
     OBS_SIZE,
     STATE_SIZE,
     Observer,
@@ -21,11 +22,10 @@ from butifarra_env.observation import (
     scale_vector,
     state_scale_vector,
 )
-from butifarra_env.options import Options
-from butifarra_env.record_format import game_record
-from butifarra_env.render import render_text
-from butifarra_env.rules import N_SEATS, Match, draw_dealer, random_deal
-from butifarra_env.validate import (
+from butifarra_env.core.options import Options
+from butifarra_env.core.render import render_text
+from butifarra_env.core.rules import N_SEATS, Match, draw_dealer, random_deal
+from butifarra_env.core.validate import (
     RENDER_MODES,
     check_action,
     check_deal,
@@ -34,6 +34,7 @@ from butifarra_env.validate import (
     check_render_mode,
     check_reward_scale,
 )
+from butifarra_env.records.format import game_record
 
 AGENTS = tuple(f"player_{i}" for i in range(N_SEATS))
 RESET_OPTION_KEYS = ("dealer", "hands", "hand_number", "match_scores", "one_hand")
@@ -155,7 +156,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
 
     @property
     def game(self) -> Game:
-        """The hand being played (:class:`~butifarra_env.game.Game`)."""
+        """The hand being played (:class:`~butifarra_env.core.game.Game`)."""
         if self._game is None:
             raise RuntimeError("butifarra_v0: call reset() before using the environment")
         return self._game
@@ -280,7 +281,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         return cards_of(self.game.legal)
 
     def game_record(self) -> dict[str, Any]:
-        """The current hand as a JSON-serialisable record (see butifarra_env.record)."""
+        """The current hand as a JSON-serialisable record (see butifarra_env.records.files)."""
         return game_record(self.game)
 
     def render(self) -> str | np.ndarray | None:
@@ -293,7 +294,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
             )
             return None
         if self.render_mode == "rgb_array":
-            from butifarra_env.render_image import render_table  # Pillow: loaded on first use
+            from butifarra_env.envs.render_image import render_table  # Pillow: loaded on first use
 
             return render_table(self.game, None, target_score=self.game_options.target_score)
         text = render_text(self.game, None, target_score=self.game_options.target_score)

@@ -8,7 +8,7 @@ against its SHA-256 on every load, so a result names exactly the deals it was me
 
 Regenerate (refuses to change an existing file; a new set needs a new version)::
 
-    python -m agents.deal_sets --write
+    python -m agents.evaluation.deal_sets --write
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from butifarra_env.cards import cards_of
-from butifarra_env.fileio import atomic_write_bytes
-from butifarra_env.game import Game
-from butifarra_env.options import Options
-from butifarra_env.record import iter_records
-from butifarra_env.record_format import game_record
-from butifarra_env.rules import draw_dealer, random_deal
+from butifarra_env.core.cards import cards_of
+from butifarra_env.core.fileio import atomic_write_bytes
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import draw_dealer, random_deal
+from butifarra_env.records import iter_records
+from butifarra_env.records.format import game_record
 
 DIR = Path(__file__).resolve().parent / "deal_sets"
 

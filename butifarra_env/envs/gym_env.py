@@ -21,14 +21,19 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from butifarra_env.actions import N_ACTIONS, random_legal_actions
-from butifarra_env.env import AGENTS, raw_env, seat_observation_space
-from butifarra_env.game import Game
-from butifarra_env.observation import scale_vector
-from butifarra_env.policy import Policy, PolicyFn, is_policy, seat_policies
-from butifarra_env.render import render_text
-from butifarra_env.rules import N_SEATS
-from butifarra_env.validate import RENDER_MODES, check_action, check_obs_format, check_render_mode
+from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.core.game import Game
+from butifarra_env.core.observation import scale_vector
+from butifarra_env.core.policy import Policy, PolicyFn, is_policy, seat_policies
+from butifarra_env.core.render import render_text
+from butifarra_env.core.rules import N_SEATS
+from butifarra_env.core.validate import (
+    RENDER_MODES,
+    check_action,
+    check_obs_format,
+    check_render_mode,
+)
+from butifarra_env.envs.aec import AGENTS, raw_env, seat_observation_space
 
 ILLEGAL_ACTION_MODES = ("penalize", "raise")
 _OBS_SCALE = scale_vector()
@@ -90,7 +95,7 @@ class SingleAgentEnv(gymnasium.Env):
 
     @property
     def game(self) -> Game:
-        """The underlying :class:`~butifarra_env.game.Game` (the current hand)."""
+        """The underlying :class:`~butifarra_env.core.game.Game` (the current hand)."""
         return self._aec.game
 
     def reset(
@@ -199,7 +204,7 @@ class SingleAgentEnv(gymnasium.Env):
             raise RuntimeError("call reset() before render()")
         target = self._aec.game_options.target_score
         if self.render_mode == "rgb_array":
-            from butifarra_env.render_image import render_table  # Pillow: loaded on first use
+            from butifarra_env.envs.render_image import render_table  # Pillow: loaded on first use
 
             return render_table(
                 self._aec.game, self.seat, reveal=self.render_all_hands, target_score=target

@@ -3,9 +3,9 @@
 :class:`BatchedEnv` is the training-speed twin of ``butifarra_v0``: the same rules, the same
 491-byte observations (``observation.FIELDS``), the same 56-wide legal masks and the same
 rewards, for thousands of hands per call with no Python loop over hands. Its lookup tables
-are built from the rules core (:func:`butifarra_env.rules.winners`, ``DEAL_ORDER``) and its
-scoring and match steps call the same functions (:func:`~butifarra_env.rules.hand_scores`,
-:func:`~butifarra_env.rules.match_over`...) on arrays; ``tests/test_batched.py`` drives it and
+are built from the rules core (:func:`butifarra_env.core.rules.winners`, ``DEAL_ORDER``) and its
+scoring and match steps call the same functions (:func:`~butifarra_env.core.rules.hand_scores`,
+:func:`~butifarra_env.core.rules.match_over`...) on arrays; ``tests/test_batched.py`` drives it and
 ``butifarra_v0`` through identical deals and actions and asserts equality at every step.
 
 Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
@@ -19,8 +19,8 @@ Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
       beat   = base & WINNERS[trump, W] & opp   # opp: all ones when an opponent holds W
       legal  = beat if beat else base           # beat W when able; never forced to under-trump
 
-  which is :func:`butifarra_env.rules.legal_cards` over columns. ``WINNERS[t, W]`` is
-  :func:`butifarra_env.rules.winners` tabulated: the cards that take the trick from ``W``
+  which is :func:`butifarra_env.core.rules.legal_cards` over columns. ``WINNERS[t, W]`` is
+  :func:`butifarra_env.core.rules.winners` tabulated: the cards that take the trick from ``W``
   under trump ``t``. The same table decides who wins each trick.
 * **Relative observation rows, updated in place.** Each hand keeps its four seat-relative
   observation rows (4 x 491 bytes). A card play clears one byte (the card leaves the mover's
@@ -75,8 +75,8 @@ from typing import Any
 
 import numpy as np
 
-from butifarra_env import rules
-from butifarra_env.actions import (
+from butifarra_env.core import rules
+from butifarra_env.core.actions import (
     BUTIFARRA,
     DEALER_ACTIONS_MASK,
     DELEGATE,
@@ -88,8 +88,8 @@ from butifarra_env.actions import (
     TRUMP_CHOICE_MASK,
     action_name,
 )
-from butifarra_env.cards import ALL_CARDS, N_CARDS, N_SUITS, N_TRICKS, POINTS, SUIT, SUIT_MASK
-from butifarra_env.observation import (
+from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_SUITS, N_TRICKS, POINTS, SUIT, SUIT_MASK
+from butifarra_env.core.observation import (
     CANONICAL_SIZE,
     CLIP,
     OBS_SIZE,
@@ -99,8 +99,8 @@ from butifarra_env.observation import (
     scale_vector,
     state_scale_vector,
 )
-from butifarra_env.options import Options
-from butifarra_env.rules import (
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import (
     DEAL_ORDER,
     N_SEATS,
     NO_SUIT,
@@ -113,7 +113,7 @@ from butifarra_env.rules import (
     SEAT_SIGN,
     TRUMP_UNSET,
 )
-from butifarra_env.validate import check_int, check_obs_format, check_reward_scale
+from butifarra_env.core.validate import check_int, check_obs_format, check_reward_scale
 
 __all__ = ["BatchedEnv", "DealFn"]
 

@@ -5,9 +5,10 @@
     envs = gymnasium.make_vec("butifarra_env/Butifarra-v0", num_envs=256,
                               vectorization_mode="vector_entry_point", seat=0, opponents=None)
 
-Sub-env ``i`` is the learner's seat in hand ``i`` of a :class:`~butifarra_env.batched.BatchedEnv`;
+Sub-env ``i`` is the learner's seat in hand ``i`` of a
+:class:`~butifarra_env.envs.batched.BatchedEnv`;
 the other three seats are played by batched opponent policies until it is the learner's turn
-again, exactly as :class:`~butifarra_env.gym_wrapper.SingleAgentEnv` does for one hand. Each
+again, exactly as :class:`~butifarra_env.envs.gym_env.SingleAgentEnv` does for one hand. Each
 sub-env therefore behaves like one ``SingleAgentEnv``: the same observation dict
 (``observation`` (491,) in ``obs_format`` + ``action_mask`` (56,) ``int8``), the same rewards
 (the learner team's score difference at each hand end, times ``reward_scale``, also when an
@@ -52,13 +53,13 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from butifarra_env.actions import N_ACTIONS, random_legal_actions
-from butifarra_env.batched import BatchedEnv
-from butifarra_env.env import seat_observation_space
-from butifarra_env.observation import OBS_SIZE, scale_vector
-from butifarra_env.policy import BatchPolicy, seat_policies
-from butifarra_env.rules import N_SEATS
-from butifarra_env.validate import check_int, check_obs_format, check_reward_scale, check_seat
+from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.core.observation import OBS_SIZE, scale_vector
+from butifarra_env.core.policy import BatchPolicy, seat_policies
+from butifarra_env.core.rules import N_SEATS
+from butifarra_env.core.validate import check_int, check_obs_format, check_reward_scale, check_seat
+from butifarra_env.envs.aec import seat_observation_space
+from butifarra_env.envs.batched import BatchedEnv
 
 __all__ = ["ButifarraVectorEnv"]
 

@@ -21,10 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from butifarra_env.actions import DOUBLING_NAMES
-from butifarra_env.cards import N_CARDS, NUMBER, SUIT, SUIT_LETTERS, SUIT_NAMES, cards_of, sort_key
-from butifarra_env.game import Game
-from butifarra_env.rules import (
+from butifarra_env.core.actions import DOUBLING_NAMES
+from butifarra_env.core.cards import (
+    N_CARDS,
+    NUMBER,
+    SUIT,
+    SUIT_LETTERS,
+    SUIT_NAMES,
+    cards_of,
+    sort_key,
+)
+from butifarra_env.core.game import Game
+from butifarra_env.core.rules import (
     N_SEATS,
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,

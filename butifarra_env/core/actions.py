@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from butifarra_env.cards import N_CARDS, SUIT_NAMES, card_name
+from butifarra_env.core.cards import N_CARDS, SUIT_NAMES, card_name
 
 N_ACTIONS = 56
 TRUMP_BASE = 48  # 48 + suit: choose that suit as trump

@@ -1,8 +1,10 @@
 """The evaluation protocol: one agent against a fixed reference panel on a shipped deal set.
 
-:func:`evaluate` plays the agent in duplicate (:func:`agents.arena.duel` with fixed deals)
+:func:`evaluate` plays the agent in duplicate (:func:`agents.evaluation.arena.duel` with fixed
+deals)
 against each panel member on the first ``n_deals`` deals of a versioned deal set
-(:mod:`agents.deal_sets`) and returns a :class:`ResultCard`: points per hand with a 95% CI,
+(:mod:`agents.evaluation.deal_sets`) and returns a :class:`ResultCard`: points per hand with a 95%
+CI,
 hands won, mean multiplier, how often the agent's team declares, delegates, plays
 butifarra, doubles and is doubled (and its points in each case), and the agent's decision
 time. The card's JSON names the protocol version, the package version, the deal set and its
@@ -28,13 +30,20 @@ from typing import Any
 
 import numpy as np
 
-from agents.arena import AgentError, AgentLike, DuelResult, duel, format_table, resolve_agent
 from agents.base import Agent
-from agents.deal_sets import DEAL_SETS, Deal, load_deal_set
+from agents.evaluation.arena import (
+    AgentError,
+    AgentLike,
+    DuelResult,
+    duel,
+    format_table,
+    resolve_agent,
+)
+from agents.evaluation.deal_sets import DEAL_SETS, Deal, load_deal_set
 from agents.registry import make_agent
 from butifarra_env import __version__
-from butifarra_env.rules import NO_TRUMP
-from butifarra_env.validate import check_int
+from butifarra_env.core.rules import NO_TRUMP
+from butifarra_env.core.validate import check_int
 
 __all__ = [
     "PANEL",

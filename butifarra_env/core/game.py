@@ -1,6 +1,6 @@
 """One hand of Butifarra as a state machine: whose turn it is, what is legal, what happened.
 
-The rules themselves are the pure functions of :mod:`butifarra_env.rules`; ``Game`` keeps
+The rules themselves are the pure functions of :mod:`butifarra_env.core.rules`; ``Game`` keeps
 the position and calls them. The PettingZoo environment, records and replay, the arena and
 terminal play all drive a ``Game``; the batched engine is held to it step for step by a
 differential test. numpy only.
@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from butifarra_env import rules
-from butifarra_env.actions import (
+from butifarra_env.core import rules
+from butifarra_env.core.actions import (
     DEALER_ACTIONS_MASK,
     DELEGATE,
     DOUBLE,
@@ -23,10 +23,10 @@ from butifarra_env.actions import (
     TRUMP_CHOICE_MASK,
     action_name,
 )
-from butifarra_env.cards import ALL_CARDS, N_TRICKS, POINTS, SUIT, cards_of
-from butifarra_env.errors import IllegalActionError
-from butifarra_env.options import Options
-from butifarra_env.rules import (
+from butifarra_env.core.cards import ALL_CARDS, N_TRICKS, POINTS, SUIT, cards_of
+from butifarra_env.core.errors import IllegalActionError
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import (
     N_SEATS,
     NO_SUIT,
     PHASE_CHOOSE_TRUMP,
@@ -47,7 +47,7 @@ class Game:
     """One hand of Butifarra, mutated in place by :meth:`step`.
 
     Match context (hand number, scores before this hand) rides along because players
-    observe it; moving from hand to hand is :class:`butifarra_env.rules.Match`.
+    observe it; moving from hand to hand is :class:`butifarra_env.core.rules.Match`.
     """
 
     __slots__ = (

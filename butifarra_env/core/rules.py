@@ -2,7 +2,7 @@
 
 Every rule the project applies is here, once: the legal-card algorithm, who wins a trick,
 the deal, the order of the doubling chain, the multiplier and the hand score, and how a
-match moves from hand to hand. :class:`~butifarra_env.game.Game` is the state machine that
+match moves from hand to hand. :class:`~butifarra_env.core.game.Game` is the state machine that
 calls them; the batched engine builds its lookup tables from them (and a differential test
 holds it to ``Game``); the rule-based agent, terminal play and the arena call them too.
 
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from butifarra_env.cards import ALL_CARDS, BEATS, HALF_POINTS, N_CARDS, SUIT, SUIT_MASK
+from butifarra_env.core.cards import ALL_CARDS, BEATS, HALF_POINTS, N_CARDS, SUIT, SUIT_MASK
 
 N_SEATS = 4
 

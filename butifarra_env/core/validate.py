@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from butifarra_env.actions import N_ACTIONS
-from butifarra_env.cards import ALL_CARDS, N_CARDS, N_TRICKS
-from butifarra_env.errors import IllegalActionError
-from butifarra_env.rules import N_SEATS
+from butifarra_env.core.actions import N_ACTIONS
+from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_TRICKS
+from butifarra_env.core.errors import IllegalActionError
+from butifarra_env.core.rules import N_SEATS
 
 RENDER_MODES = ("human", "ansi", "rgb_array")
 OBS_FORMATS = ("uint8", "float32")
@@ -79,7 +79,7 @@ def check_action(action: object) -> int:
     """An action id as an ``int`` 0-55: a Python or numpy integer, or a 0-d integer array.
 
     Floats (even 48.0), bools, strings, None and sequences are refused with
-    :class:`~butifarra_env.errors.IllegalActionError` (a ValueError); whether the id is legal
+    :class:`~butifarra_env.core.errors.IllegalActionError` (a ValueError); whether the id is legal
     in the position is the engine's check.
     """
     if isinstance(action, np.ndarray) and action.ndim == 0 and action.dtype.kind in "iu":

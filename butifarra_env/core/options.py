@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from butifarra_env.rules import worst_hand_loss
-from butifarra_env.validate import check_int
+from butifarra_env.core.rules import worst_hand_loss
+from butifarra_env.core.validate import check_int
 
 MAX_DOUBLING_LEVEL = 4
 

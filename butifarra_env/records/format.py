@@ -2,15 +2,15 @@
 
 A record holds the deal (dealer, the four initial hands as card ids), every action as
 ``[seat, action]`` in order, the options and the match context, and the result once the hand
-is over. :mod:`butifarra_env.record` replays records and reads and writes JSON Lines files.
+is over. :mod:`butifarra_env.records.files` replays records and reads and writes JSON Lines files.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from butifarra_env.cards import cards_of
-from butifarra_env.game import Game
+from butifarra_env.core.cards import cards_of
+from butifarra_env.core.game import Game
 
 FORMAT_VERSION = 1
 ENV_NAME = "butifarra_v0"

@@ -7,7 +7,7 @@ integers (clipped at 255). The layout is :data:`FIELDS`, in order; :func:`decode
 turns a vector back into named fields.
 
 Two encoders live here on purpose: :func:`encode` is the plain definition, written
-directly from a :class:`~butifarra_env.game.Game`; :class:`Observer` is the fast
+directly from a :class:`~butifarra_env.core.game.Game`; :class:`Observer` is the fast
 path used by the environment (it keeps one seat-absolute vector up to date with a few
 writes per move and rotates it per seat with one gather). Tests hold them equal.
 """
@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from butifarra_env.cards import ALL_CARDS, N_CARDS, N_SUITS, N_TRICKS, SUIT, TOTAL_POINTS
-from butifarra_env.game import Game
-from butifarra_env.options import MAX_DOUBLING_LEVEL
-from butifarra_env.rules import (
+from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_SUITS, N_TRICKS, SUIT, TOTAL_POINTS
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import MAX_DOUBLING_LEVEL
+from butifarra_env.core.rules import (
     N_SEATS,
     NO_TRUMP,
     PHASE_DOUBLING,

@@ -1,9 +1,8 @@
-"""Game records: their replay and JSON Lines files.
+"""Game records in JSON Lines files: checked on the way in and out, streamed.
 
-The format (:func:`game_record`) is :mod:`butifarra_env.record_format`; :func:`replay`
-rebuilds the exact position through ``butifarra_v0.raw_env``, so every observation can be
-reproduced from the record alone, and refuses a record whose stored result or env name does
-not match what the moves give.
+The format (:func:`game_record`) is :mod:`butifarra_env.records.format`; replaying a record
+is :mod:`butifarra_env.records.replay` (on :class:`~butifarra_env.core.game.Game`) and
+:mod:`butifarra_env.envs.replay` (on ``butifarra_v0.raw_env``, for observations).
 
 Files are JSON Lines, one record per line, read and written as streams: :func:`iter_records`
 yields one record at a time (files larger than memory are fine) and reports a bad line by
@@ -21,11 +20,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from butifarra_env.env import raw_env
-from butifarra_env.errors import RecordError
-from butifarra_env.fileio import atomic_writer
-from butifarra_env.options import Options
-from butifarra_env.record_format import ENV_NAME, FORMAT_VERSION, REQUIRED_KEYS, game_record
+from butifarra_env.core.errors import RecordError
+from butifarra_env.core.fileio import atomic_writer
+from butifarra_env.records.format import ENV_NAME, FORMAT_VERSION, REQUIRED_KEYS, game_record
 
 __all__ = [
     "FORMAT_VERSION",
@@ -35,79 +32,9 @@ __all__ = [
     "check_record_file",
     "game_record",
     "iter_records",
-    "iter_replay",
     "load_records",
-    "replay",
     "save_records",
 ]
-
-
-def replay(
-    record: dict[str, Any], render_mode: str | None = None, reward_scale: float = 1.0
-) -> raw_env:
-    """A ``raw_env`` at the position after every action of ``record`` (validated on the way).
-
-    Raises RecordError naming the entry that is malformed or illegal.
-    """
-    *_, env = iter_replay(record, render_mode=render_mode, reward_scale=reward_scale)
-    return env
-
-
-def iter_replay(
-    record: dict[str, Any], render_mode: str | None = None, reward_scale: float = 1.0
-) -> Iterator[raw_env]:
-    """Yield the ``raw_env`` before the first action and after each action (the same object,
-    advanced in place), for comparing observations step by step. After the last action the
-    record's ``result`` (when it has one) must be what the moves produced."""
-    check_record(record)
-    try:
-        options = Options.from_dict(dict(record["options"]))
-    except (TypeError, ValueError) as e:
-        raise RecordError(f"record entry 'options': {e}") from None
-    env = raw_env(render_mode=render_mode, reward_scale=reward_scale, **options.to_dict())
-    try:
-        env.reset(
-            options={
-                "dealer": record["dealer"],
-                "hands": record["hands"],
-                "hand_number": record.get("hand_number", 0),
-                "match_scores": record.get("match_scores", [0, 0]),
-                "one_hand": True,  # a record is one hand: do not deal the next one of a match
-            }
-        )
-    except (TypeError, ValueError) as e:
-        raise RecordError(f"record deal ('dealer'/'hands'/match context): {e}") from None
-    hand = env.game
-    yield env
-    actions = record["actions"]
-    if not isinstance(actions, list):
-        raise RecordError("record entry 'actions' must be a list of [seat, action] pairs")
-    for i, entry in enumerate(actions):
-        if (
-            not isinstance(entry, (list, tuple))
-            or len(entry) != 2
-            or not all(isinstance(x, int) and not isinstance(x, bool) for x in entry)
-        ):
-            raise RecordError(f"record entry actions[{i}] = {entry!r} is not a [seat, action] pair")
-        seat, action = entry
-        game = hand
-        if game.is_over:
-            raise RecordError(f"record entry actions[{i}] = {entry!r}: the hand is already over")
-        if seat != game.to_move:
-            raise RecordError(
-                f"record entry actions[{i}] = {entry!r}: seat {seat} is not to move "
-                f"(player_{game.to_move} is)"
-            )
-        try:
-            env.step(action)
-        except ValueError as e:
-            raise RecordError(f"record entry actions[{i}] = {entry!r}: {e}") from None
-        yield env
-    stored = record.get("result")
-    if stored is not None and stored != hand.result():
-        raise RecordError(
-            f"record entry 'result' = {stored!r} is not what its moves give: {hand.result()!r}"
-        )
 
 
 def check_record(record: object) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from butifarra_env.actions import DOUBLING_NAMES
-from butifarra_env.cards import (
+from butifarra_env.core.actions import DOUBLING_NAMES
+from butifarra_env.core.cards import (
     NUMBER,
     SUIT_MASK,
     SUIT_NAMES,
@@ -11,8 +11,8 @@ from butifarra_env.cards import (
     cards_of,
     sort_key,
 )
-from butifarra_env.game import Game
-from butifarra_env.rules import (
+from butifarra_env.core.game import Game
+from butifarra_env.core.rules import (
     N_SEATS,
     NO_TRUMP,
     PHASE_NAMES,
