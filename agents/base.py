@@ -17,9 +17,9 @@ import abc
 import numpy as np
 
 from butifarra_env.core.actions import N_ACTIONS
-from butifarra_env.core.observation import OBS_SIZE
+from butifarra_env.core.observation import OBS_SIZE, scale_vector
 
-__all__ = ["Agent", "check_batch"]
+__all__ = ["Agent", "check_batch", "check_one"]
 
 
 class Agent(abc.ABC):
@@ -60,10 +60,57 @@ class Agent(abc.ABC):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+_FIELD_MAX = np.rint(1.0 / scale_vector().astype(np.float64)).astype(np.int64)
+_SCALE = scale_vector()
+
+
+def _canonical_observations(obs: np.ndarray) -> np.ndarray:
+    """``uint8`` observations, from the ``uint8`` format or the documented ``float32`` one
+    (``uint8_obs * scale_vector()``); anything else is refused, naming what was wrong."""
+    kind = obs.dtype.kind
+    if kind == "u" and obs.dtype.itemsize == 1:
+        counts = obs
+    elif kind in "iu":
+        if obs.size and (obs.min() < 0 or obs.max() > 255):
+            raise ValueError(
+                "observations must hold the counts of butifarra_env.core.observation "
+                f"(0-255), got values from {obs.min()} to {obs.max()}"
+            )
+        counts = obs.astype(np.uint8)
+    elif kind == "f":
+        if obs.size and not (np.isfinite(obs).all() and obs.min() >= 0.0 and obs.max() <= 1.0):
+            raise ValueError(
+                "float observations must be the obs_format='float32' ones, every entry in "
+                "[0, 1] (uint8 observation * scale_vector())"
+            )
+        counts = np.rint(obs / _SCALE).astype(np.uint8)
+        if not np.allclose(counts * _SCALE, obs, rtol=0.0, atol=1e-4):
+            raise ValueError(
+                "float observations must be uint8 observations * scale_vector() "
+                "(obs_format='float32'); these are not"
+            )
+    else:
+        raise ValueError(
+            f"observations must be uint8 (or obs_format='float32'), got dtype {obs.dtype}"
+        )
+    over = counts > _FIELD_MAX
+    if over.any():
+        row, col = map(int, np.argwhere(over)[0])
+        raise ValueError(
+            f"observation row {row} entry {col} is {int(counts[row, col])}, above the most "
+            f"that entry of butifarra_env.core.observation can hold ({int(_FIELD_MAX[col])}): "
+            "not an observation of this environment"
+        )
+    return counts
+
+
 def check_batch(
     observations: np.ndarray, action_masks: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Validate batch shapes once, so a wrong array fails loudly instead of acting on garbage."""
+    """The one check at the agent boundary: observations ``(N, 491)`` as ``uint8`` (the
+    ``float32`` format is converted back) within the layout's ranges, and masks ``(N, 56)`` of
+    0/1 with a legal action in every row. Raises ValueError naming what was wrong, so a wrong
+    array fails loudly instead of being played blind."""
     obs = np.asarray(observations)
     masks = np.asarray(action_masks)
     if obs.ndim != 2 or obs.shape[1] != OBS_SIZE:
@@ -72,4 +119,18 @@ def check_batch(
         raise ValueError(
             f"action_masks must have shape ({obs.shape[0]}, {N_ACTIONS}), got {masks.shape}"
         )
-    return obs, masks
+    if masks.dtype.kind not in "biuf" or not ((masks == 0) | (masks == 1)).all():
+        raise ValueError("action_masks must hold 0 and 1 only (1 = legal)")
+    return _canonical_observations(obs), masks
+
+
+def check_one(observation: np.ndarray, action_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`check_batch` for one observation ``(491,)`` and mask ``(56,)``."""
+    obs = np.asarray(observation)
+    mask = np.asarray(action_mask)
+    if obs.shape != (OBS_SIZE,):
+        raise ValueError(f"an observation must have shape ({OBS_SIZE},), got {obs.shape}")
+    if mask.shape != (N_ACTIONS,):
+        raise ValueError(f"an action mask must have shape ({N_ACTIONS},), got {mask.shape}")
+    o, m = check_batch(obs[None], mask[None])
+    return o[0], m[0]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import pickle
+import re
 import warnings
 from collections.abc import Mapping
 from typing import Any, TypedDict
@@ -607,6 +609,16 @@ class UnverifiedCheckpointWarning(UserWarning):
     """A version-1 checkpoint (no fingerprint) was loaded: changes to it go undetected."""
 
 
+def _refused_global(message: str) -> str:
+    """The name torch's weights-only unpickler refused (e.g. ``posix.system``), as
+    `` (posix.system)``, or "" when its message names none. Its advice to retry with
+    ``weights_only=False`` is dropped: that would run the code."""
+    match = re.search(r"Unsupported global: GLOBAL ([\w.]+)", message) or re.search(
+        r"(?:global|GLOBAL) ['\"]?([\w.]+)", message
+    )
+    return f" ({match.group(1)})" if match else ""
+
+
 def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     """Load and verify a checkpoint; ValueError naming the file and what is wrong.
 
@@ -621,6 +633,12 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         raise ValueError(f"checkpoint {name} does not exist")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:  # weights_only refused a global: pickled code
+        found = _refused_global(str(exc))
+        raise ValueError(
+            f"checkpoint {name} holds pickled code or objects{found}, not only weights, and is "
+            "refused (nothing in it was run)"
+        ) from None
     except Exception as exc:  # torch raises many types for a corrupt file
         raise ValueError(
             f"checkpoint {name} is truncated, corrupt or not a torch file: {exc}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import Agent, check_batch
+from agents.base import Agent, check_batch, check_one
 from butifarra_env.core.actions import random_legal_actions
 from butifarra_env.core.validate import check_seed
 
@@ -25,6 +25,7 @@ class RandomAgent(Agent):
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
         # One integer draw per decision (cheaper than the batch's 56 uniforms); the stream
         # is part of the results for a seed, so it stays as it is.
+        _, action_mask = check_one(observation, action_mask)
         legal = np.flatnonzero(action_mask)
         if len(legal) == 0:
             raise ValueError("no legal action in the mask")

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.base import Agent, check_batch
+from agents.base import Agent, check_batch, check_one
 from butifarra_env.core import rules
 from butifarra_env.core.actions import (
     BUTIFARRA,
@@ -490,6 +490,7 @@ class RuleBasedAgent(Agent):
     name = "rule"
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        observation, action_mask = check_one(observation, action_mask)
         legal = bits_from_mask(action_mask)
         if not legal:
             raise ValueError("no legal action in the mask")

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from butifarra_env.core.fileio import check_can_create
+
 EXIT_USAGE = 2
 MAX_SEED = 2**32 - 1
 """Seeds on the command line: 0 to 2**32 - 1 (what ``play`` draws when none is given)."""
@@ -67,5 +69,6 @@ def check_new_file(path: Path, argument: str, hint: str = "name") -> None:
             )
         if not os.access(folder, os.W_OK | os.X_OK):
             raise CLIError(f"argument {argument}: the folder {str(folder)!r} is not writable")
+        check_can_create(path)  # by trying: as root, /proc and /sys pass the access check
     except (OSError, ValueError) as e:  # a name too long, a NUL byte, ...
         raise CLIError(f"argument {argument}: cannot use {shown(str(path))}: {e}") from None

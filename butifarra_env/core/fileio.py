@@ -65,3 +65,25 @@ def _default_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
+
+
+def check_can_create(path: str | os.PathLike[str]) -> None:
+    """Refuse, before any work, an output ``path`` that cannot be written, by trying: a
+    temporary file is created (and removed at once) in the nearest folder that exists on the
+    way to ``path``. Permission bits are not enough (as root everything looks writable,
+    ``/proc`` and ``/sys`` included). Raises ValueError naming the path and the reason; creates
+    nothing that stays."""
+    path = Path(path)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"cannot create {str(path)!r}: {str(folder)!r} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.", suffix=TEMP_SUFFIX)
+    except OSError as e:
+        raise ValueError(
+            f"cannot create files in {str(folder)!r} (for {str(path)!r}): {e.strerror or e}"
+        ) from None
+    os.close(fd)
+    Path(probe).unlink(missing_ok=True)

@@ -44,6 +44,12 @@ def seat_policies(
     others = [s for s in range(4) if s != seat]
     if opponents is None or accepts(opponents):
         return dict.fromkeys(others, opponents)
+    if isinstance(opponents, (str, bytes)):
+        raise ValueError(
+            f"opponents must be None, a policy, three of them or a mapping seat -> policy, "
+            f"got the string {opponents!r}; for an agent by name use "
+            f"agents.make_agent({opponents!r})"
+        )
     if isinstance(opponents, Mapping):
         if sorted(opponents) != others:
             raise ValueError(f"opponents mapping must have exactly the seats {others}")

@@ -8,6 +8,7 @@ before every check has passed, so a refused call leaves state as it was.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -149,8 +150,22 @@ def check_deal(dealer: object, hands: object) -> tuple[int, list[int]]:
     return d, masks
 
 
-def check_match_position(hand_number: object, match_scores: object) -> tuple[int, tuple[int, int]]:
-    """A match position to resume: hand number >= 0 and two team scores >= 0."""
+def check_reset_options(options: object) -> dict[str, Any]:
+    """``reset(options=...)``: None or a mapping of option names (returned as a new dict)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError(
+            f"reset options must be a dict of option names (or None), got {_describe(options)}"
+        )
+    return dict(options)
+
+
+def check_match_position(
+    hand_number: object, match_scores: object, target_score: int | None = None
+) -> tuple[int, tuple[int, int]]:
+    """A match position to resume: hand number >= 0 and two team scores >= 0, below
+    ``target_score`` when the match has one (a team at the target has already won)."""
     n = check_int("hand_number", hand_number, 0)
     if (
         isinstance(match_scores, (str, bytes))
@@ -160,4 +175,9 @@ def check_match_position(hand_number: object, match_scores: object) -> tuple[int
         raise ValueError(f"match_scores must be two ints >= 0, got {_describe(match_scores)}")
     a = check_int("match_scores[0]", match_scores[0], 0)
     b = check_int("match_scores[1]", match_scores[1], 0)
+    if target_score is not None and max(a, b) >= target_score:
+        raise ValueError(
+            f"match_scores must both be below target_score {target_score} (a team that has "
+            f"reached it has won the match), got {[a, b]}"
+        )
     return n, (a, b)

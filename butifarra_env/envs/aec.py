@@ -32,7 +32,9 @@ from butifarra_env.core.validate import (
     check_match_position,
     check_obs_format,
     check_render_mode,
+    check_reset_options,
     check_reward_scale,
+    check_seed,
 )
 from butifarra_env.records.format import game_record
 
@@ -117,24 +119,27 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo's naming convention for the ba
         even in match mode (a record replays one hand). Everything is checked before the
         episode changes.
         """
-        options = dict(options or {})
+        seed = check_seed(seed)
+        options = check_reset_options(options)
         unknown = set(options) - set(RESET_OPTION_KEYS)
         if unknown:  # PettingZoo's api_test passes arbitrary options: warn, do not fail
             gymnasium.logger.warn(
                 f"ignoring unknown reset option(s) {sorted(unknown)}; "
                 f"known: {list(RESET_OPTION_KEYS)}"
             )
+        one_hand = options.get("one_hand", False)
+        if not isinstance(one_hand, bool):
+            raise ValueError(f"one_hand must be True or False, got {one_hand!r}")
         hand_number, scores = check_match_position(
-            options.get("hand_number", 0), options.get("match_scores", (0, 0))
+            options.get("hand_number", 0),
+            options.get("match_scores", (0, 0)),
+            None if one_hand else self.game_options.target_score,
         )
         fixed_deal = None
         if "hands" in options or "dealer" in options:
             if "hands" not in options or "dealer" not in options:
                 raise ValueError("a fixed deal needs both 'dealer' and 'hands'")
             fixed_deal = check_deal(options["dealer"], options["hands"])
-        one_hand = options.get("one_hand", False)
-        if not isinstance(one_hand, bool):
-            raise ValueError(f"one_hand must be True or False, got {one_hand!r}")
         if seed is not None or self._game is None:
             self._rng = np.random.default_rng(seed)
         if fixed_deal is None:

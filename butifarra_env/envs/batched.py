@@ -113,7 +113,7 @@ from butifarra_env.core.rules import (
     SEAT_SIGN,
     TRUMP_UNSET,
 )
-from butifarra_env.core.validate import check_int, check_obs_format, check_reward_scale
+from butifarra_env.core.validate import check_int, check_obs_format, check_reward_scale, check_seed
 
 __all__ = ["BatchedEnv", "DealFn"]
 
@@ -369,6 +369,7 @@ class BatchedEnv:
         (tests, duplicate play); otherwise the dealer is drawn (or ``first_dealer``) and the
         hands come from the deal function if one is set, else from the generator.
         """
+        seed = check_seed(seed)
         n = self.num_envs
         d = None if dealers is None else self._check_dealers(dealers, n)
         ids = np.arange(n, dtype=np.int64)

@@ -26,12 +26,14 @@ from butifarra_env.core.game import Game
 from butifarra_env.core.observation import scale_vector
 from butifarra_env.core.policy import Policy, PolicyFn, is_policy, seat_policies
 from butifarra_env.core.render import render_text
-from butifarra_env.core.rules import N_SEATS
 from butifarra_env.core.validate import (
     RENDER_MODES,
     check_action,
     check_obs_format,
     check_render_mode,
+    check_reset_options,
+    check_seat,
+    check_seed,
 )
 from butifarra_env.envs.aec import AGENTS, raw_env, seat_observation_space
 
@@ -69,8 +71,7 @@ class SingleAgentEnv(gymnasium.Env):
         obs_format: str = "uint8",
         **options: Any,
     ) -> None:
-        if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < N_SEATS:
-            raise ValueError(f"seat must be 0-3, got {seat!r}")
+        seat = check_seat(seat)
         if illegal_action not in ILLEGAL_ACTION_MODES:
             raise ValueError(
                 f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}"
@@ -101,6 +102,8 @@ class SingleAgentEnv(gymnasium.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        seed = check_seed(seed)
+        options = check_reset_options(options)
         super().reset(seed=seed)
         if seed is not None:
             for k, p in enumerate(self._policies.values()):

@@ -57,7 +57,13 @@ from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.core.observation import OBS_SIZE, scale_vector
 from butifarra_env.core.policy import BatchPolicy, seat_policies
 from butifarra_env.core.rules import N_SEATS
-from butifarra_env.core.validate import check_int, check_obs_format, check_reward_scale, check_seat
+from butifarra_env.core.validate import (
+    check_int,
+    check_obs_format,
+    check_reset_options,
+    check_reward_scale,
+    check_seat,
+)
 from butifarra_env.envs.aec import seat_observation_space
 from butifarra_env.envs.batched import BatchedEnv
 
@@ -146,7 +152,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
                 f"hands), got a sequence {seed!r}"
             )
         seed = check_int("seed", seed, 0, none_ok=True)
-        options = dict(options or {})
+        options = check_reset_options(options)
         unknown = set(options) - set(_RESET_OPTION_KEYS)
         if unknown:
             raise ValueError(

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from butifarra_env.core import json_input
 from butifarra_env.core.errors import RecordError
 from butifarra_env.core.fileio import atomic_writer
 from butifarra_env.records.format import ENV_NAME, FORMAT_VERSION, REQUIRED_KEYS, game_record
@@ -37,6 +38,15 @@ __all__ = [
 ]
 
 
+def _parse_line(raw: bytes) -> Any:
+    """One line of a records file as JSON, within the limits of
+    :func:`butifarra_env.core.json_input.loads` (a byte-order mark at the start is fine)."""
+    try:
+        return json_input.loads(raw)
+    except json_input.JSONInputError as e:
+        raise RecordError(str(e)) from None
+
+
 def check_record(record: object) -> dict[str, Any]:
     """Check what can be checked without replaying: a dict with the required entries, the
     format version and env name this code reads, and plain JSON values (no NaN). Raises
@@ -46,7 +56,7 @@ def check_record(record: object) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in record]
     if missing:
         raise RecordError(f"record is missing {missing}; a record needs {list(REQUIRED_KEYS)}")
-    if record["format_version"] != FORMAT_VERSION:
+    if type(record["format_version"]) is not int or record["format_version"] != FORMAT_VERSION:
         raise RecordError(
             f"record format_version {record['format_version']!r} is not supported "
             f"(this version reads {FORMAT_VERSION})"
@@ -128,9 +138,8 @@ def check_record_file(path: str | os.PathLike[str]) -> Path:
         if line is None:
             continue
         try:
-            record = json.loads(line.decode("utf-8"))
-            check_record(record)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecordError) as e:
+            check_record(_parse_line(line))
+        except RecordError as e:
             raise ValueError(
                 f"{str(path)!r} exists and is not a JSON Lines file of game records "
                 f"(its {where} line: {e}); choose another file"
@@ -185,15 +194,7 @@ def iter_records(
             if not raw.strip():
                 continue
             try:
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise RecordError(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-                try:
-                    record = json.loads(text)
-                except json.JSONDecodeError as e:
-                    raise RecordError(f"not valid JSON ({e.msg})") from None
-                check_record(record)
+                record = check_record(_parse_line(raw))
             except RecordError as e:
                 message = f"{path}:{n}: {e}"
                 if not skip_bad:
