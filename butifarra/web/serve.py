@@ -9,7 +9,7 @@ command; :class:`BackgroundServer` runs the same app in a thread (tests, noteboo
 from __future__ import annotations
 
 import argparse
-import ipaddress
+import asyncio
 import socket
 import sys
 import threading
@@ -28,20 +28,20 @@ __all__ = ["BackgroundServer", "add_serve_parser", "bind_socket", "run_serve"]
 DEFAULT_RECORDS = "butifarra_games.jsonl"
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+"""The addresses the server listens on; the app's Host allow-list names the same ones, so an
+address it would refuse every request on (127.0.0.2, ...) is refused here, at the start."""
+
+
 def _loopback(host: str) -> str:
-    """``host`` if it is this machine's loopback address, else ValueError."""
-    if host == "localhost":
-        return "127.0.0.1"
-    try:
-        ok = ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        ok = False
-    if not ok:
+    """``host`` if it is one of :data:`LOOPBACK_HOSTS` (``[::1]`` too), else ValueError."""
+    name = host.strip("[]")
+    if name not in LOOPBACK_HOSTS:
         raise ValueError(
-            f"--host must be a loopback address (127.0.0.1, ::1 or localhost), got {host!r}: "
-            "the table is for this machine only"
+            f"--host must be 127.0.0.1, ::1 or localhost, got {host!r}: the table is for "
+            "this machine only"
         )
-    return host.strip("[]")
+    return "127.0.0.1" if name == "localhost" else name
 
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -65,7 +65,57 @@ def _url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
-def _uvicorn(config: ServerConfig) -> Any:
+HEADER_TIMEOUT_S = 10.0
+"""How long a connection may take to send a request's headers (at the start, and again after
+each response); then it is closed. Without it, connections that send nothing hold the
+concurrency limit and every other client is answered 503."""
+
+
+def _header_timeout_protocol(timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a header-read timeout (uvicorn arms its keep-alive timer
+    only after a first response, so an idle new connection would be kept forever)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(timeout_s, self._expire)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _expire(self) -> None:
+            self._header_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            cycle = self.cycle
+            super().handle_events()
+            if self.cycle is not cycle:  # a request's headers arrived: it is being served
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+    return HeaderTimeoutProtocol
+
+
+def _uvicorn(config: ServerConfig, header_timeout_s: float = HEADER_TIMEOUT_S) -> Any:
     """A ``uvicorn.Server`` for the app of ``config`` (ValueError: bad records file/agent)."""
     import uvicorn
 
@@ -75,6 +125,7 @@ def _uvicorn(config: ServerConfig) -> Any:
     return uvicorn.Server(
         uvicorn.Config(
             app,
+            http=_header_timeout_protocol(header_timeout_s),
             log_level="warning",
             access_log=False,  # game ids are in the paths; keep them off the console
             limit_concurrency=256,
@@ -90,8 +141,14 @@ class BackgroundServer:
     answers; leaving the block (or :meth:`stop`) shuts it down and joins the thread.
     """
 
-    def __init__(self, config: ServerConfig, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.server = _uvicorn(config)
+    def __init__(
+        self,
+        config: ServerConfig,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+    ) -> None:
+        self.server = _uvicorn(config, header_timeout_s)
         self.app = self.server.config.app
         self.sock = bind_socket(host, port)
         self.url = _url(self.sock)
