@@ -17,7 +17,7 @@ from butifarra_env.core.cards import cards_of
 from butifarra_env.core.observation import OBS_SIZE, field
 from butifarra_env.core.rules import PHASE_HAND_OVER, random_deal
 from butifarra_env.envs.gym_env import SingleAgentEnv
-from butifarra_env.envs.gym_vector import ButifarraVectorEnv
+from butifarra_env.envs.gym_vector import RESET_STEP_ACTION, ButifarraVectorEnv
 
 GYM_ID = "butifarra_env/Butifarra-v0"
 _WEIGHTS = (np.arange(OBS_SIZE, dtype=np.int64) * 7919 + 13) % 104729
@@ -102,8 +102,13 @@ def test_next_step_autoreset_shows_the_terminal_obs_then_ignores_the_action() ->
             continue
         ended = np.flatnonzero(terminated)
         vec = obs["observation"][ended]
-        assert not obs["action_mask"][ended].any() and not info["action_mask"][ended].any()
-        assert not envs.action_masks()[ended].any()
+        # The terminal row offers one action, the ignored RESET_STEP_ACTION, so that a
+        # masked sampler has a legal action in every row.
+        only_reset = np.zeros(N_ACTIONS, np.int8)
+        only_reset[RESET_STEP_ACTION] = 1
+        assert (obs["action_mask"][ended] == only_reset).all()
+        assert (info["action_mask"][ended] == only_reset).all()
+        assert (envs.action_masks()[ended] == only_reset.astype(bool)).all()
         assert (field(vec, "phase")[:, PHASE_HAND_OVER] == 1).all()
         assert not field(vec, "hand").any()  # every card has been played
         assert (field(vec, "team_tricks").sum(axis=1) == 12).all()
@@ -204,8 +209,12 @@ def test_each_sub_env_is_a_single_agent_env_on_the_same_deals(
     for _ in range(150):
         for i in range(n):
             np.testing.assert_array_equal(obs["observation"][i], expected[i]["observation"])
-            np.testing.assert_array_equal(obs["action_mask"][i], expected[i]["action_mask"])
-            np.testing.assert_array_equal(info["action_mask"][i], expected[i]["action_mask"])
+            want = expected[i]["action_mask"]
+            if pending[i]:  # NEXT_STEP terminal row: the single env's all-zero mask, plus
+                assert not want.any()  # the one ignored action every row offers here
+                want = np.eye(N_ACTIONS, dtype=np.int8)[RESET_STEP_ACTION]
+            np.testing.assert_array_equal(obs["action_mask"][i], want)
+            np.testing.assert_array_equal(info["action_mask"][i], want)
         actions = _random_legal(rng, obs["action_mask"])
         obs, rewards, terminated, truncated, info = vec.step(actions)
         assert not truncated.any()

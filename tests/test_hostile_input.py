@@ -205,3 +205,18 @@ def test_output_paths_under_proc_are_refused_by_trying(tmp_path: Path) -> None:
     target = tmp_path / "new" / "deeper" / "card.json"
     check_can_create(target)  # fine: the probe goes in tmp_path and is removed
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ unknown keywords
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: butifarra_v0.env(frameskip=1),
+        lambda: butifarra_v0.raw_env(frameskip=1),
+        lambda: BatchedEnv(2, frameskip=1),
+        lambda: SingleAgentEnv(frameskip=1),
+    ],
+)
+def test_an_unknown_keyword_is_a_type_error_naming_the_known_options(make) -> None:
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['frameskip'\]; allowed: "):
+        make()

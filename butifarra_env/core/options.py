@@ -56,7 +56,13 @@ class Options:
             raise ValueError(f"options must be a dict, got {type(data).__name__}")
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(
+            raise UnknownOptionError(
                 f"unknown option(s) {sorted(unknown)}; allowed: {sorted(cls.__dataclass_fields__)}"
             )
         return cls(**data)
+
+
+class UnknownOptionError(TypeError, ValueError):
+    """An option name the game does not have. A ``TypeError``, as Python raises for an
+    unexpected keyword argument (wrappers such as torchrl's ``GymEnv`` probe keywords and fall
+    back on exactly that), and a ``ValueError`` like every other refused option."""

@@ -17,8 +17,12 @@ with ``target_score``), never truncated. ``tests/test_gym_vector.py`` holds it t
 ``SingleAgentEnv`` fed the same deals.
 
 Masks: ``obs["action_mask"]``, ``info["action_mask"]`` (N, 56) ``int8`` and
-:meth:`ButifarraVectorEnv.action_masks` (N, 56) ``bool``. A sub-env showing a terminal
-observation has an all-zero mask (as the single env), and its next action is ignored. Infos
+:meth:`ButifarraVectorEnv.action_masks` (N, 56) ``bool``; every row has a legal action, so a
+masked sampler can act on every row. In NEXT_STEP mode a sub-env showing its terminal
+observation offers only :data:`RESET_STEP_ACTION` (pass, 55): its next action is ignored
+and the new episode starts (the single env's terminal mask is all zeros; here the row must
+still be sampled). ``call``, ``get_attr`` and ``set_attr`` work as in Gymnasium's vector envs
+(``envs.call("action_masks")`` gives each sub-env's row, as SB3's ``env_method`` asks). Infos
 hold the masks only (no per-hand ``hand_result``; ``SingleAgentEnv`` or game records have it).
 
 Speed: a step lasts until the learner is to move in every hand, so it costs as many engine
@@ -53,7 +57,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.core.actions import N_ACTIONS, PASS, random_legal_actions
 from butifarra_env.core.observation import OBS_SIZE, scale_vector
 from butifarra_env.core.policy import BatchPolicy, seat_policies
 from butifarra_env.core.rules import N_SEATS
@@ -67,12 +71,31 @@ from butifarra_env.core.validate import (
 from butifarra_env.envs.aec import seat_observation_space
 from butifarra_env.envs.batched import BatchedEnv
 
-__all__ = ["ButifarraVectorEnv"]
+__all__ = ["RESET_STEP_ACTION", "ButifarraVectorEnv"]
 
 _OBS_SCALE = scale_vector()
 _MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 _RESET_OPTION_KEYS = ("dealers", "hands")
 _MAX_OPPONENT_ROUNDS = 64  # consecutive opponent decisions before the learner's turn: < 16
+
+RESET_STEP_ACTION = PASS
+"""The one action a NEXT_STEP sub-env showing its terminal observation offers (its mask has
+this bit only, so a masked sampler always has a legal action); the action is ignored and the
+sub-env's next episode starts."""
+_RESET_STEP_MASK = np.zeros(N_ACTIONS, np.int8)
+_RESET_STEP_MASK[RESET_STEP_ACTION] = 1
+_SHARED_ATTRS = {
+    "seat": "seat",
+    "reward_scale": "reward_scale",
+    "obs_format": "obs_format",
+    "autoreset_mode": "autoreset_mode",
+    "options": "options",
+    "metadata": "metadata",
+    "render_mode": "render_mode",
+    "spec": "spec",
+    "observation_space": "single_observation_space",
+    "action_space": "single_action_space",
+}
 
 
 class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
@@ -126,6 +149,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         self._groups = _groups(self._policies)
         # Raw integer rewards from the engine, scaled here in float64: the single env's values.
         self.engine = BatchedEnv(self.num_envs, keep_final_obs=True, **options)
+        self.options: dict[str, Any] = self.engine.options.to_dict()
         self.render_mode = None
         self.single_observation_space = seat_observation_space(self.obs_format)
         self.single_action_space = gymnasium.spaces.Discrete(N_ACTIONS)
@@ -139,6 +163,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP: ended on the previous step
         self._started = False
         self._broken: str | None = None
+        self._user_attrs: dict[str, list[Any]] = {}
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -199,7 +224,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             if ended.any():
                 obs = np.where(ended[:, None], final, obs)
-                mask = np.where(ended[:, None], np.int8(0), mask)
+                mask = np.where(ended[:, None], _RESET_STEP_MASK, mask)
             self._autoreset = ended
         elif ended.any():  # SAME_STEP
             info = self._final_info(ended, final)
@@ -209,11 +234,59 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         return self._observation(obs, mask), rewards, ended, truncated, info
 
     def action_masks(self) -> np.ndarray:
-        """The learner's legal actions in every sub-env, (N, 56) ``bool`` (all False for a
-        sub-env showing its terminal observation)."""
+        """The learner's legal actions in every sub-env, (N, 56) ``bool`` (a NEXT_STEP
+        sub-env showing its terminal observation offers :data:`RESET_STEP_ACTION` only)."""
         if not self._started:
             raise RuntimeError("call reset() before action_masks()")
         return self._shown_mask.astype(bool)
+
+    # ------------------------------------------------------------------ per-sub-env access
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """``name`` of every sub-env, as Gymnasium's vector envs give it: ``action_masks``
+        (a method: each sub-env's own row), the settings all hands share (``seat``,
+        ``reward_scale``, ``obs_format``, ``autoreset_mode``, ``options``, ``metadata``,
+        ``render_mode``, ``spec``, ``observation_space``, ``action_space``: the single
+        spaces) or a value :meth:`set_attr` stored. AttributeError lists them otherwise."""
+        return tuple(self._sub_attr(i, name) for i in range(self.num_envs))
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name`` on every sub-env (an attribute that is not callable is returned)."""
+        out = []
+        for value in self.get_attr(name):
+            out.append(value(*args, **kwargs) if callable(value) else value)
+        return tuple(out)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` in every sub-env: one value for all, or a list/tuple of ``num_envs``.
+        The env's own settings are shared by the N hands of one engine and cannot be changed
+        here (ValueError says so); other names are stored per sub-env for :meth:`get_attr`."""
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            raise ValueError(f"an attribute name must be a public identifier, got {name!r}")
+        if name in _SHARED_ATTRS or name == "action_masks":
+            raise ValueError(
+                f"{name!r} is shared by the {self.num_envs} hands of one batched engine and "
+                "cannot be set per sub-env; build a new env with the setting you want"
+            )
+        if isinstance(values, (list, tuple)):
+            if len(values) != self.num_envs:
+                raise ValueError(
+                    f"set_attr({name!r}, ...) needs one value or {self.num_envs} of them, "
+                    f"got {len(values)}"
+                )
+            per_env = list(values)
+        else:
+            per_env = [values] * self.num_envs
+        self._user_attrs[name] = per_env
+
+    def _sub_attr(self, i: int, name: str) -> Any:
+        if name == "action_masks":
+            return lambda: self.action_masks()[i]
+        if name in _SHARED_ATTRS:
+            return getattr(self, _SHARED_ATTRS[name])
+        if name in self._user_attrs:
+            return self._user_attrs[name][i]
+        known = sorted({"action_masks", *_SHARED_ATTRS, *self._user_attrs})
+        raise AttributeError(f"the sub-envs have no attribute {name!r}; they have {known}")
 
     # ------------------------------------------------------------------ internals
     def _play_opponents(self, raw: np.ndarray, ended: np.ndarray, final: np.ndarray) -> None:
