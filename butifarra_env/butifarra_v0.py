@@ -2,7 +2,9 @@
 
 ================  ===========================================================
 Import            ``from butifarra_env import butifarra_v0``
-Create            ``butifarra_v0.env(**options)`` (wrapped), ``butifarra_v0.raw_env(**options)``
+Create            ``butifarra_v0.env(**options)`` (wrapped), ``butifarra_v0.raw_env(**options)``,
+                  ``butifarra_v0.parallel_env(**options)`` (Parallel view: 57 actions, the
+                  waiting agents' no-op last; ``butifarra_env.envs.parallel``)
 Agents            ``player_0`` … ``player_3``; seat i = ``player_i``; teams {0, 2} and {1, 3}
 Action space      ``Discrete(56)`` for every agent and phase (ids below)
 Observation       ``Dict(observation=Box(0, 255, (491,), uint8),
@@ -87,5 +89,6 @@ Version history
 """
 
 from butifarra_env.envs.aec import env, raw_env
+from butifarra_env.envs.parallel import parallel_env
 
-__all__ = ["env", "raw_env"]
+__all__ = ["env", "parallel_env", "raw_env"]
