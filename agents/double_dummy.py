@@ -26,7 +26,13 @@ from butifarra_env.core.cards import (
     SUIT,
     cards_of,
 )
-from butifarra_env.core.rules import NO_SUIT, WINNERS, legal_cards
+from butifarra_env.core.rules import (
+    NO_SUIT,
+    WINNERS,
+    legal_cards,
+    partner_winning,
+    trick_state,
+)
 
 EXACT, LOWER, UPPER = 0, 1, 2
 
@@ -56,13 +62,8 @@ class Solver:
         on the table as ``(seat, card)`` in play order; ``to_move``: the next seat.
         """
         h = list(hands)
-        led, win, win_seat, pts = NO_SUIT, -1, -1, 0
-        for seat, card in trick:
-            if win < 0:
-                led, win, win_seat = SUIT[card], card, seat
-            elif (self._winners[win] >> card) & 1:
-                win, win_seat = card, seat
-            pts += POINTS[card]
+        led, win, win_seat = trick_state(trick, self.trump)
+        pts = sum(POINTS[card] for _, card in trick)
         left = _points_left(h) + pts + _tricks_left(h, len(trick))
         if len(trick) == 4:  # a finished trick: book it, the winner leads on
             gain = pts + 1 if not win_seat & 1 else 0
@@ -122,8 +123,7 @@ class Solver:
                     return value
             a0, b0 = alpha, beta
         hand = h[seat]
-        partner_winning = win_seat >= 0 and not (win_seat ^ seat) & 1
-        legal = legal_cards(hand, led, win, partner_winning, self.trump)
+        legal = legal_cards(hand, led, win, partner_winning(win_seat, seat), self.trump)
         maximise = not seat & 1
         best = -1 if maximise else 1 << 30
         best_card = -1
@@ -134,6 +134,8 @@ class Solver:
         for card in moves:
             bit = 1 << card
             h[seat] = hand ^ bit
+            # rules.add_to_trick, inlined: calling it costs the solver ~4-7%
+            # (benchmarks/bench_trick.py); tests/test_rules_trick.py holds this copy to it.
             if n == 0:
                 nl, nw, nws = SUIT[card], card, seat
             elif (self._winners[win] >> card) & 1:
@@ -196,14 +198,8 @@ class Solver:
         return reps
 
     def _legal(self, h: list[int], seat: int, trick: Sequence[tuple[int, int]]) -> int:
-        led, win, win_seat = NO_SUIT, -1, -1
-        for s, card in trick:
-            if win < 0:
-                led, win, win_seat = SUIT[card], card, s
-            elif (self._winners[win] >> card) & 1:
-                win, win_seat = card, s
-        partner_winning = win_seat >= 0 and not (win_seat ^ seat) & 1
-        return legal_cards(h[seat], led, win, partner_winning, self.trump)
+        led, win, win_seat = trick_state(trick, self.trump)
+        return legal_cards(h[seat], led, win, partner_winning(win_seat, seat), self.trump)
 
     def _groups(
         self, h: list[int], legal: int, trick: Sequence[tuple[int, int]]

@@ -148,13 +148,13 @@ def bottom_card(mask: int, suit: int) -> int:
 
 
 def winning_card(v: View) -> tuple[int, int]:
-    """(card, relative seat) winning the trick on the table (:func:`rules.trick_winner`);
+    """(card, relative seat) winning the trick on the table (:func:`rules.trick_state`);
     (-1, -1) when the table is empty."""
     if v.leader < 0:
         return -1, -1
     seats = [(v.leader + k) & 3 for k in range(v.n_trick)]  # in playing order
-    winner = seats[rules.trick_winner([v.trick[r] for r in seats], v.trump)]
-    return v.trick[winner], winner
+    _, card, winner = rules.trick_state([(r, v.trick[r]) for r in seats], v.trump)
+    return card, winner
 
 
 def is_master(card: int, unseen: int) -> bool:
@@ -360,7 +360,7 @@ def choose_follow(v: View, legal: int) -> int:
     led = SUIT[v.trick[v.leader]]
     trump = v.trump
     win, win_seat = winning_card(v)
-    partner_winning = win_seat == 2
+    partner_winning = rules.partner_winning(win_seat, 0)  # seats are relative: 0 is us
     if partner_winning and win_probability(v, win, led) >= LOAD_MIN_P:
         return choose_load(v, legal)
     takers = legal & rules.winners(trump, win)  # the legal cards that would take the trick

@@ -33,7 +33,17 @@ from butifarra_env.core.cards import BELOW, N_CARDS, POINTS, STRENGTH, SUIT, SUI
 from butifarra_env.core.game import Game
 from butifarra_env.core.observation import View, encode, field, field_slice, pack_bits
 from butifarra_env.core.options import Options
-from butifarra_env.core.rules import NO_SUIT, PHASE_PLAY, TRUMP_UNSET, legal_cards
+from butifarra_env.core.rules import (
+    EMPTY_TRICK,
+    NO_SUIT,
+    PHASE_PLAY,
+    TRUMP_UNSET,
+    TrickState,
+    add_to_trick,
+    legal_cards,
+    partner_winning,
+    trick_state,
+)
 from butifarra_env.core.rules import WINNERS as _WINNERS
 from butifarra_env.core.sampling import HiddenDeal, known_absent
 
@@ -308,26 +318,23 @@ def _rollout_value(
     h = list(hands)
     h[0] ^= 1 << card
     trick = [*trick, (0, card)]
+    state = trick_state(trick, trump)  # kept card by card below (rules.add_to_trick)
+    n, pts = len(trick), sum(POINTS[c] for _, c in trick)
     seat = 1
     gained = 0
     beat = _WINNERS[trump]
     while True:
-        if len(trick) == 4:
-            win_seat, win = trick[0]
-            pts = POINTS[win]
-            for s, c in trick[1:]:
-                pts += POINTS[c]
-                if (beat[win] >> c) & 1:
-                    win, win_seat = c, s
-            if not win_seat & 1:
+        if n == 4:
+            seat = state[2]
+            if not seat & 1:
                 gained += pts + 1
-            trick = []
-            seat = win_seat
+            state, n, pts = EMPTY_TRICK, 0, 0
             if (h[0] | h[1] | h[2] | h[3]).bit_count() <= 4 * endgame:
-                return gained + solver.solve(h, seat, trick)
-        c = _greedy_card(h, seat, trick, trump, beat)
+                return gained + solver.solve(h, seat)
+        c = _greedy_play(h, seat, n, state, trump, beat)
         h[seat] ^= 1 << c
-        trick.append((seat, c))
+        state = add_to_trick(state, seat, c, trump)
+        n, pts = n + 1, pts + POINTS[c]
         seat = (seat + 1) & 3
 
 
@@ -336,21 +343,22 @@ def _greedy_card(
 ) -> int:
     """A quick full-information heuristic: take the trick cheaply when the card will hold,
     load points on a partner's sure trick, otherwise play the cheapest card."""
-    if trick:
-        led = SUIT[trick[0][1]]
-        win_seat, win = trick[0]
-        for s, c in trick[1:]:
-            if (beat[win] >> c) & 1:
-                win, win_seat = c, s
-        partner_winning = not (win_seat ^ seat) & 1
-    else:
-        led, win, partner_winning = NO_SUIT, -1, False
-    legal = legal_cards(h[seat], led, win, partner_winning, trump)
+    return _greedy_play(h, seat, len(trick), trick_state(trick, trump), trump, beat)
+
+
+def _greedy_play(
+    h: list[int], seat: int, n: int, state: TrickState, trump: int, beat: Sequence[int]
+) -> int:
+    """:func:`_greedy_card` on a trick of ``n`` cards given by its state (the rollouts keep
+    the state card by card instead of folding the trick again for every card)."""
+    led, win, win_seat = state
+    partner_wins = partner_winning(win_seat, seat)
+    legal = legal_cards(h[seat], led, win, partner_wins, trump)
     if not legal & (legal - 1):
         return legal.bit_length() - 1
-    n_left = 3 - len(trick)  # players after me in this trick
+    n_left = 3 - n  # players after me in this trick
     opponents = [(seat + k) & 3 for k in (1, 3) if k <= n_left]
-    if partner_winning and _holds(h, beat[win], led, opponents):
+    if partner_wins and _holds(h, beat[win], led, opponents):
         return _pick(legal, _LOAD)
     if win < 0:  # leading: a card nobody can beat, richest first; else the cheapest
         sure = 0

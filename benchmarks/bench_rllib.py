@@ -2,10 +2,11 @@
 
 Paths (``train.rllib_ppo.PATHS``): ``pettingzoo`` (one ``butifarra_v0`` hand per env on
 RLlib's ``MultiAgentEnvRunner``: the naive path), ``batched`` (``BatchedHandsEnv``, many hands
-per env, same runner) and ``fast`` (the same env with ``BatchedHandsEnvRunner``, bulk
-bookkeeping), each with 0 (sampling in the driver), 1 and 2 env runners. Every measurement
-is a whole ``algo.train()`` iteration (sampling, episode transfer, learner connectors, PPO
-epochs, weight sync) with the same PPO settings; a decision is one agent step of any seat.
+per env, same runner) and ``fast`` (the same env with
+``train.rllib_sampler.BatchedHandsEnvRunner``, bulk bookkeeping), each with 0 (sampling in
+the driver), 1 and 2 env runners. Every measurement is a whole ``algo.train()`` iteration
+(sampling, episode transfer, learner connectors, PPO epochs, weight sync) with the same PPO
+settings; a decision is one agent step of any seat.
 The table gives the median over the timed iterations (after warm-up) and the driver's
 sampling and learning time per iteration (RLlib's timers).
 
@@ -90,7 +91,7 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
     p.add_argument("--train-batch", type=int, default=8192)
     p.add_argument("--minibatch", type=int, default=2048)
-    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--update-epochs", type=int, default=2, help="passes over each batch")
     p.add_argument("--num-hands", type=int, default=64)
     p.add_argument(
         "--league", action="store_true", help="the CLI's opponent mix (default: self-play only)"
@@ -122,12 +123,17 @@ def main() -> None:
                     num_env_runners=runners,
                     train_batch=args.train_batch,
                     minibatch=args.minibatch,
-                    epochs=args.epochs,
+                    update_epochs=args.update_epochs,
                     num_hands=args.num_hands,
                     **(
                         {}
                         if args.league
-                        else {"opp_self": 1.0, "opp_snapshot": 0.0, "opp_rule": 0.0}
+                        else {
+                            "opp_self": 1.0,
+                            "opp_snapshot": 0.0,
+                            "opp_rule": 0.0,
+                            "opp_random": 0.0,
+                        }
                     ),
                     torch_threads=args.torch_threads,
                     eval_every=0,
@@ -142,7 +148,7 @@ def main() -> None:
     load = os.getloadavg()
     print(f"\nPPO on RLlib, learning included; {os.cpu_count()} CPUs, load average "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; batch {args.train_batch}, minibatch "
-          f"{args.minibatch}, {args.epochs} epochs, {args.num_hands} hands per env "
+          f"{args.minibatch}, {args.update_epochs} epochs, {args.num_hands} hands per env "
           f"(batched paths), torch threads {args.torch_threads}\n")  # fmt: skip
     print(table(rows))
     if args.json:

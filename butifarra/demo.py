@@ -16,14 +16,18 @@ import os
 import sys
 from typing import TextIO
 
+import numpy as np
+
 from agents.base import Agent
 from agents.evaluation.arena import duel, format_table
 from agents.registry import make_agent
-from butifarra_env import butifarra_v0
-from butifarra_env.core.actions import action_name
+from agents.table import Table
 from butifarra_env.core.cards import N_CARDS, card_name
+from butifarra_env.core.game import Game
+from butifarra_env.core.narration import narrate
+from butifarra_env.core.options import Options
 from butifarra_env.core.render import render_text, trump_text
-from butifarra_env.core.rules import N_SEATS
+from butifarra_env.core.rules import N_SEATS, draw_dealer, random_deal
 from butifarra_env.core.validate import check_int
 
 
@@ -40,30 +44,28 @@ def _agents(seed: int, out: TextIO) -> dict[str, Agent]:
 
 
 def play_one_hand(seat_agents: list[Agent], seed: int, out: TextIO) -> None:
-    """Play one hand through ``butifarra_v0.raw_env`` and narrate it trick by trick."""
-    env = butifarra_v0.raw_env()
-    env.reset(seed=seed)
-    game = env.game
+    """Play one hand at the table driver and narrate it trick by trick. The cards are those
+    ``butifarra_v0.raw_env().reset(seed=seed)`` deals."""
+    rng = np.random.default_rng(seed)
+    dealer = draw_dealer(rng, None)
+    game = Game(Options(), dealer, random_deal(rng, dealer))
+    table = Table(range(N_SEATS))
+    table.start(game)
     names = [f"player_{s} ({seat_agents[s].name})" for s in range(N_SEATS)]
     print(render_text(game), file=out)
     print(file=out)
-    shown_tricks = 0
-    while not all(env.terminations.values()):
-        seat = env.agent_name_mapping[env.agent_selection]
-        view = env.observe(env.agent_selection)
-        action = seat_agents[seat].act(view["observation"], view["action_mask"])
+    for seat, action in table.moves(seat_agents):
         if action >= N_CARDS:  # bidding and doubling: cards are shown trick by trick
-            print(f"{names[seat]}: {action_name(action)}", file=out)
-        env.step(action)
-        if len(game.tricks) > shown_tricks:
-            if shown_tricks == 0:
+            print(f"{names[seat]}: {narrate(game, action)}", file=out)
+        elif game.cards_in_trick == 0:  # this card closed a trick
+            if len(game.tricks) == 1:
                 print(f"Trump: {trump_text(game)}, multiplier x{game.multiplier}", file=out)
             leader, cards, winner = game.tricks[-1]
             order = [(leader + i) % N_SEATS for i in range(N_SEATS)]
             played = "  ".join(f"p{s}:{card_name(cards[s]):>3}" for s in order)
             print(f"trick {len(game.tricks):>2}: {played}  -> player_{winner}", file=out)
-            shown_tricks = len(game.tricks)
     res = game.result()
+    assert res is not None  # the hand was played to the end
     print(
         f"Points: team A (0+2) {res['team_points'][0]}, team B (1+3) {res['team_points'][1]}; "
         f"scores x{res['multiplier']}: A {res['scores'][0]}, B {res['scores'][1]}",

@@ -5,7 +5,9 @@ cards marked and numbered), the trick as it forms, trump, doubling, multiplier a
 points. They answer with a card name (``9o``, ``1c``, ``rey de bastos``) or the card's
 number in the listing, and with words in the bidding (``oros``, ``butifarra``,
 ``delegar``, ``contrar``/``double``, ``pass``/``bé``). Anything unreadable or illegal is
-explained and asked again; end of input or Ctrl-C leaves cleanly.
+explained and asked again; end of input or Ctrl-C leaves cleanly. The hand runs on the
+table driver (:class:`agents.table.Table`, the person's seat played from outside) and every
+move is said in the words of :mod:`butifarra_env.core.narration`.
 
 Input and output are plain text streams so tests can drive a whole hand with scripted
 lines (``play(..., inp=io.StringIO(...), out=io.StringIO())``).
@@ -27,6 +29,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from agents.base import Agent
+from agents.table import AgentError, Table, table_record
 from butifarra_env.core.actions import (
     BUTIFARRA,
     DELEGATE,
@@ -34,7 +37,6 @@ from butifarra_env.core.actions import (
     DOUBLING_NAMES,
     PASS,
     TRUMP_BASE,
-    mask_from_bits,
 )
 from butifarra_env.core.cards import (
     N_CARDS,
@@ -48,14 +50,13 @@ from butifarra_env.core.cards import (
     sort_key,
 )
 from butifarra_env.core.game import Game
-from butifarra_env.core.observation import Observer
+from butifarra_env.core.narration import narrate
 from butifarra_env.core.options import Options
 from butifarra_env.core.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_DOUBLING,
-    PHASE_NAMES,
     PHASE_PLAY,
     TRUMP_UNSET,
     Match,
@@ -64,8 +65,8 @@ from butifarra_env.core.rules import (
     multiplier,
     random_deal,
 )
-from butifarra_env.core.validate import check_action, check_int
-from butifarra_env.records import append_records, check_record_file, game_record, save_records
+from butifarra_env.core.validate import check_int
+from butifarra_env.records import append_records, check_record_file, save_records
 
 EXIT_INTERRUPTED = 130
 EXIT_AGENT_FAILED = 1
@@ -311,28 +312,10 @@ def _options_text(options: list[tuple[int, str]]) -> str:
     return ", ".join(f"[{i + 1}] {name}" for i, (_, name) in enumerate(options))
 
 
-def describe_action(game: Game, seat: int, action: int) -> str:
-    """A line for an action just taken (game already stepped)."""
-    if action < N_CARDS:
-        return f"{card_name(action)} ({card_long_name(action)})"
-    if action == DELEGATE:
-        return "delegates to the partner"
-    if action == BUTIFARRA:
-        return f"sings BUTIFARRA (no trump, x{butifarra_multiplier(game)})"
-    if TRUMP_BASE <= action < BUTIFARRA:
-        return f"chooses trump {SUIT_NAMES[action - TRUMP_BASE]}"
-    if action == DOUBLE:
-        return f"says {DOUBLING_NAMES[game.level]}! (multiplier x{game.multiplier})"
-    return "passes (bé)"
-
-
 def hand_record(game: Game, players: Sequence[str], seed: int | None) -> dict[str, Any]:
     """The hand's record (:func:`butifarra_env.records.files.game_record`, replayable with
     :func:`~butifarra_env.envs.replay.replay`) plus who sat where and the deal's seed."""
-    record = game_record(game)
-    record["players"] = list(players)
-    record["seed"] = seed
-    return record
+    return table_record(game, {"players": list(players), "seed": seed})
 
 
 def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
@@ -421,10 +404,6 @@ class RecordSaver:
         return None
 
 
-class AgentFailed(Exception):
-    """An agent at the table raised or chose an illegal action: the hand cannot go on."""
-
-
 HELP = """How to answer:
   cards:    9o  1c  12b  10e  'rey de bastos'  'manilla de oros'  or the number in [ ]
   trump:    oros copas espadas bastos | butifarra | delegar   (or the option number)
@@ -489,6 +468,7 @@ def play(
     mine, theirs = human_seat & 1, 1 - (human_seat & 1)
     partner, right, left = (human_seat + 2) % 4, (human_seat + 1) % 4, (human_seat + 3) % 4
     game: Game | None = None
+    table = Table([None if s == human_seat else s for s in range(4)])
 
     def save_unfinished() -> None:
         if (
@@ -519,7 +499,7 @@ def play(
                 f"\n=== Hand {match.hand_number + 1} of {n_hands} — dealer: "
                 f"{seat_label(hand_dealer, human_seat)} ==="
             )
-            _play_hand(game, human_seat, agents, players, console)
+            _play_hand(game, human_seat, agents, table, console)
             scores = game.scores or (0, 0)
             match_goes_on = match.add_hand(scores)
             totals = match.scores
@@ -545,7 +525,7 @@ def play(
         say("\nInterrupted. Bye!")
         save_unfinished()
         return EXIT_INTERRUPTED
-    except AgentFailed as e:
+    except AgentError as e:
         say(f"\n! {e}. The hand cannot go on.")
         save_unfinished()
         return EXIT_AGENT_FAILED
@@ -567,28 +547,27 @@ def _lenient(stream: TextIO) -> TextIO:
 
 
 def _play_hand(
-    game: Game, human: int, agents: dict[int, Agent], players: list[str], console: Console
+    game: Game, human: int, agents: dict[int, Agent], table: Table, console: Console
 ) -> None:
+    """The hand at the table driver: the agents move from their own observation, the
+    person's seat waits for a line typed (:func:`_ask`); each move is said as it is made."""
     say = console.say
-    observer = Observer()
-    observer.reset(game)
+    roster = [agents.get(s) for s in range(4)]
+    table.start(game)
     shown_hand = False
-    while not game.is_over:
-        seat = game.to_move
-        tricks_before = len(game.tricks)
-        if seat == human:
-            if not shown_hand or game.phase == PHASE_PLAY:
-                say("")
-                say(render_view(game, human))
-                shown_hand = True
-            action = _ask(game, human, console)
-        else:
-            action = _agent_action(game, seat, agents[seat], players[seat], observer)
-        game.step(action)
-        observer.update(game, seat, action)
+
+    def ask_person(_table: Table) -> int:
+        nonlocal shown_hand
+        if not shown_hand or game.phase == PHASE_PLAY:
+            say("")
+            say(render_view(game, human))
+            shown_hand = True
+        return _ask(game, human, console)
+
+    for seat, action in table.moves(roster, outside=ask_person):
         who = "You" if seat == human else seat_label(seat, human).capitalize()
-        say(f"{who}: {describe_action(game, seat, action)}")
-        if len(game.tricks) > tricks_before:
+        say(f"{who}: {narrate(game, action)}")
+        if action < N_CARDS and game.cards_in_trick == 0:  # this card closed a trick
             _leader, cards, winner = game.tricks[-1]
             points = sum(POINTS[c] for c in cards) + 1
             team = "your team" if (winner ^ human) & 1 == 0 else "the other team"
@@ -596,21 +575,6 @@ def _play_hand(
                 f"  -> trick {len(game.tricks)} to {seat_label(winner, human)}: "
                 f"{points} points for {team}"
             )
-
-
-def _agent_action(game: Game, seat: int, agent: Agent, name: str, observer: Observer) -> int:
-    """The agent's legal action, or AgentFailed naming it and the decision."""
-    mask = mask_from_bits(game.legal)
-    try:
-        action = check_action(agent.act(observer.observe(seat), mask))
-    except Exception as e:
-        raise AgentFailed(
-            f"the agent {name!r} at seat {seat} failed ({type(e).__name__}: {e}) in phase "
-            f"{PHASE_NAMES[game.phase]!r}"
-        ) from e
-    if not (game.legal >> action) & 1:
-        raise AgentFailed(f"the agent {name!r} chose an {game.illegal_message(action)}")
-    return action
 
 
 def _ask(game: Game, seat: int, console: Console) -> int:
@@ -646,7 +610,6 @@ def _ask(game: Game, seat: int, console: Console) -> int:
 
 __all__ = [
     "HELP",
-    "AgentFailed",
     "RecordSaver",
     "append_record",
     "butifarra_multiplier",

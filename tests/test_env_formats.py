@@ -262,17 +262,44 @@ def test_stable_baselines3_make_vec_env_constructs_and_steps() -> None:
     vec.close()
 
 
-def test_sb3_contrib_maskable_ppo_finds_the_masks_and_learns_a_few_steps() -> None:
+def test_sb3_contrib_maskable_ppo_finds_the_masks_and_learns_through_env_kwargs() -> None:
+    """A short learn() through make_vec_env's env_kwargs (reward_scale): the update changes the
+    policy, no sampled action is illegal (the env would end the hand with a penalty and
+    say so in ``info``), and the rewards SB3 sees are the scaled ones."""
     pytest.importorskip("sb3_contrib")
+    import torch
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+
+    class Watch(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.infos: list[dict] = []
+            self.rewards: list[float] = []
+
+        def _on_step(self) -> bool:
+            self.infos.extend(self.locals["infos"])
+            self.rewards.extend(float(r) for r in self.locals["rewards"])
+            return True
 
     vec = make_vec_env(GYM_ID, n_envs=2, seed=0, env_kwargs={"reward_scale": 1 / 36})
     assert is_masking_supported(vec)
     obs = vec.reset()
     np.testing.assert_array_equal(get_action_masks(vec), obs["action_mask"].astype(bool))
-    model = MaskablePPO("MultiInputPolicy", vec, n_steps=32, batch_size=32, n_epochs=1, seed=0)
-    model.learn(total_timesteps=64)
-    assert model.num_timesteps >= 64
+    model = MaskablePPO("MultiInputPolicy", vec, n_steps=64, batch_size=32, n_epochs=1, seed=0)
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    watch = Watch()
+    model.learn(total_timesteps=128, callback=watch)
+    after = model.policy.state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert any(k.startswith("action_net") for k in changed), changed
+    assert any(k.startswith("value_net") for k in changed), changed
+    assert len(watch.infos) == 128
+    assert not [i for i in watch.infos if "illegal_action" in i]
+    ends = [r for r, i in zip(watch.rewards, watch.infos, strict=True) if "episode" in i]
+    assert len(ends) >= 4  # a hand is about 13-16 learner decisions
+    assert all(abs(r * 36 - round(r * 36)) < 1e-4 for r in ends)  # whole points / 36
+    assert any(r != round(r) for r in ends)  # scaled: unscaled scores are whole numbers
     vec.close()

@@ -14,9 +14,16 @@ import butifarra_env
 from agents import RandomAgent, RuleBasedAgent
 from agents.base import Agent
 from agents.evaluation import protocol as evaluation
-from agents.evaluation.arena import CHUNK_DEALS, duel
+from agents.evaluation.arena import CHUNK_DEALS, HAND_FIELDS, DuelResult, duel
 from agents.evaluation.deal_sets import DEAL_SETS, Deal, load_deal_set
-from agents.evaluation.protocol import PROTOCOL_VERSION, SITUATIONS, ResultCard, evaluate, load_card
+from agents.evaluation.protocol import (
+    PROTOCOL_VERSION,
+    SITUATIONS,
+    ResultCard,
+    evaluate,
+    load_card,
+    opponent_figures,
+)
 from agents.registry import AGENT_FACTORIES
 from butifarra import leaderboard
 from butifarra.cli import main
@@ -78,23 +85,17 @@ def test_card_names_what_was_played_and_matches_the_duels(dev: list[Deal]) -> No
     assert (d["agent"], d["n_deals"], d["seed"]) == ("rule", 8, 3)
     assert d["panel"] == {"random": "random", "rule": "rule"}
     assert d["errors"] == {} and list(d["results"]) == CHEAP and not card.failed
-    assert d["timing"]["decisions"] > 0 and "act()" in d["timing"]["method"]
-    assert 0 < d["timing"]["median_ms"] <= d["timing"]["worst_ms"]
-    # the figures are those of the duel on the set's first deals
+    # timed: the agent's decisions in 4 deals x 2 seatings, the first 5 left out: its team's
+    # 24 cards a hand, plus its bids (a trump choice, a delegation, doubling answers)
+    timing = d["timing"]
+    assert 8 * 24 - 5 <= timing["decisions"] <= 8 * (24 + 6) - 5 and "act()" in timing["method"]
+    assert timing["median_ms"] > 0 and timing["worst_ms"] > 0
+    # the figures are those of a plain duel on the set's first deals (what the figures mean
+    # is checked on hand-built hands below)
     res = duel(RuleBasedAgent(), RandomAgent(), 8, seed=3, deals=dev)
     r = d["results"]["random"]
-    assert r["points_per_hand"] == pytest.approx(res.mean, abs=1e-6)
-    assert (r["ci_low"], r["ci_high"]) == pytest.approx((res.ci_low, res.ci_high), abs=1e-6)
-    h = res.hands
-    assert r["hands_won"] == pytest.approx((h["score_a"] > h["score_b"]).mean(), abs=1e-6)
-    assert r["mean_multiplier"] == pytest.approx(h["multiplier"].mean(), abs=1e-6)
-    declared = h["chooser_team"] == 0
-    assert r["declares"]["hands"] == declared.sum()
-    assert r["delegates"]["hands"] == (declared & (h["delegated"] == 1)).sum()
-    assert r["declares"]["points_per_hand"] == pytest.approx(h["diff_a"][declared].mean())
-    # the agent's team doubles at odd levels when defending, even ones when declaring
-    doubles = (~declared & (h["doubling_level"] >= 1)) | (declared & (h["doubling_level"] >= 2))
-    assert r["doubles"]["hands"] == doubles.sum()
+    assert r == json.loads(json.dumps(opponent_figures("random", res)))
+    assert r["n_deals"] == 8 and r["points_per_hand"] == round(res.mean, 6)
     # the same deterministic agent on both sides: every deal cancels exactly
     mirror = d["results"]["rule"]
     assert mirror["points_per_hand"] == 0 and mirror["hands_won"] == mirror["hands_lost"]
@@ -105,6 +106,51 @@ def test_card_names_what_was_played_and_matches_the_duels(dev: list[Deal]) -> No
     assert "dev_v1" in text and "decision time: median" in text
     for s in SITUATIONS:
         assert s in text
+
+
+# Seven hand-built hands, from the agent's (side A's) side. Doubling levels: 1 is the
+# defenders' contrar, 2 the declarers' recontrar, 3 the defenders' Sant Vicenç.
+#   hand  A's team   trump      delegated  level  A doubled?  A was doubled?  score A-B
+#   0     declares   oros       no         0      no          no              +6
+#   1     declares   butifarra  yes        1      no          yes             -8
+#   2     declares   copas      yes        1      no          yes             0 (36-36)
+#   3     declares   butifarra  no         2      yes         yes             +48
+#   4     defends    espases    -          0      no          no              -10
+#   5     defends    bastos     -          1      yes         no              +4
+#   6     defends    butifarra  -          3      yes         yes             -64
+HANDS = {
+    "chooser_team": [0, 0, 0, 0, 1, 1, 1],
+    "trump": [0, 4, 1, 4, 2, 3, 4],
+    "delegated": [0, 1, 1, 0, 0, 0, 0],
+    "doubling_level": [0, 1, 1, 2, 0, 1, 3],
+    "multiplier": [1, 4, 2, 8, 1, 2, 16],
+    "score_a": [6, 0, 0, 48, 0, 4, 0],
+    "score_b": [0, 8, 0, 0, 10, 0, 64],
+}
+
+
+def test_figures_of_hand_built_hands() -> None:
+    hands = {f: np.zeros(7, np.int64) for f in HAND_FIELDS}
+    hands.update({k: np.array(v) for k, v in HANDS.items()})
+    hands["diff_a"] = hands["score_a"] - hands["score_b"]
+    res = DuelResult("a", "b", 7, 0, hands, np.zeros(7), -3.5, -9.0, 2.0)
+    f = opponent_figures("b-spec", res)
+    assert (f["spec"], f["n_deals"]) == ("b-spec", 7)
+    assert (f["points_per_hand"], f["ci_low"], f["ci_high"]) == (-3.5, -9.0, 2.0)  # the duel's
+    assert f["hands_won"] == round(3 / 7, 6) and f["hands_lost"] == round(3 / 7, 6)
+    assert f["mean_multiplier"] == round(34 / 7, 6)
+    assert f["declares"] == {"hands": 4, "share": round(4 / 7, 6), "points_per_hand": 11.5}
+    assert f["delegates"] == {"hands": 2, "share": 0.5, "points_per_hand": -4.0}  # of 4 declared
+    assert f["butifarra"] == {"hands": 2, "share": 0.5, "points_per_hand": 20.0}
+    assert f["doubles"] == {"hands": 3, "share": round(3 / 7, 6), "points_per_hand": -4.0}
+    assert f["doubled"] == {"hands": 4, "share": round(4 / 7, 6), "points_per_hand": -6.0}
+    none = {k: np.array(v) for k, v in hands.items()}
+    none["doubling_level"][:] = 0
+    none["chooser_team"][:] = 1
+    f = opponent_figures("b", DuelResult("a", "b", 7, 0, none, np.zeros(7), 0.0, 0.0, 0.0))
+    assert f["declares"] == {"hands": 0, "share": 0.0, "points_per_hand": None}
+    assert f["delegates"] == {"hands": 0, "share": 0.0, "points_per_hand": None}
+    assert f["doubles"]["hands"] == f["doubled"]["hands"] == 0
 
 
 def without_timing(card: ResultCard) -> dict:

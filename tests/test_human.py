@@ -167,7 +167,7 @@ def test_butifarra_multiplier_follows_the_options(base: int) -> None:
          inp=io.StringIO(script("butifarra")), out=out)  # fmt: skip
     shown = out.getvalue()
     assert f"[5] butifarra (no trump, x{base})" in shown
-    assert f"You: sings BUTIFARRA (no trump, x{base})" in shown
+    assert f"You: sings butifarra (no trump, x{base})" in shown
     assert f"butifarra (no trump) (chosen by seat 0), multiplier x{base}" in shown
     assert len(re.findall(r"no trump, x\d", shown)) == shown.count(f"no trump, x{base}")
 
@@ -424,7 +424,9 @@ def test_a_failing_agent_ends_the_game_with_a_message_not_a_traceback(tmp_path: 
     rc = play(0, agents, seed=1, dealer=1, save=tmp_path / "h.jsonl",
               inp=io.StringIO(script(cycles=2)), out=out)  # fmt: skip
     assert rc == 1
-    assert "the agent 'broken' chose an illegal action 55 (pass) for seat 1" in out.getvalue()
+    shown = out.getvalue()
+    assert "! agent 'broken' chose an illegal action in hand 0, move 0: " in shown
+    assert "illegal action 55 (pass) for seat 1" in shown and "The hand cannot go on." in shown
 
 
 @pytest.mark.parametrize(

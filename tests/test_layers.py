@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -22,23 +23,68 @@ def _loaded_after(code: str) -> list[str]:
     return out.stdout.split()
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        "butifarra_env",
-        "butifarra_env.core.cards",
-        "butifarra_env.core.actions",
-        "butifarra_env.core.rules",
-        "butifarra_env.core.game",
-        "butifarra_env.core.observation",
-        "butifarra_env.core.options",
-        "butifarra_env.core.validate",
-        "butifarra_env.records.format",
-        "butifarra_env.core.render",
-    ],
+CORE = sorted(
+    f"butifarra_env.core.{m.name}"
+    for m in pkgutil.iter_modules([str(ROOT / "butifarra_env" / "core")])  # not imported here
 )
-def test_rules_core_loads_no_framework(module: str) -> None:
+# Above the core and below the environments / training: the records, the arena, the
+# evaluation protocol, the deal sets and the statistics are plain Python and numpy too.
+FRAMEWORK_FREE = [
+    "butifarra_env",
+    "butifarra_env.core",
+    "butifarra_env.records",
+    "butifarra_env.records.format",
+    "butifarra_env.records.files",
+    "butifarra_env.records.replay",
+    "agents.evaluation",
+    "agents.evaluation.arena",
+    "agents.evaluation.protocol",
+    "agents.evaluation.deal_sets",
+    "agents.evaluation.stats",
+]
+
+
+def test_the_walk_finds_the_core_and_the_probe_sees_frameworks() -> None:
+    assert {"butifarra_env.core.rules", "butifarra_env.core.game"} <= set(CORE)
+    assert _loaded_after("import butifarra_env.envs.aec") == ["gymnasium", "pettingzoo"]
+
+
+@pytest.mark.parametrize("module", CORE + FRAMEWORK_FREE)
+def test_module_loads_no_framework(module: str) -> None:
     assert _loaded_after(f"import {module}") == []
+
+
+def test_replaying_and_streaming_records_load_no_framework(tmp_path: Path) -> None:
+    """Not only importing: reading a records file and replaying it on Game stay framework-free."""
+    code = f"""
+import numpy as np
+from butifarra_env.core.game import Game
+from butifarra_env.core.options import Options
+from butifarra_env.core.rules import random_deal
+from butifarra_env.records import game_record, iter_records, replay_game, save_records
+rng = np.random.default_rng(0)
+game = Game(Options(), 0, random_deal(rng, 0))
+while not game.is_over:
+    legal = game.legal_actions()
+    game.step(legal[rng.integers(len(legal))])
+path = {str(tmp_path / "r.jsonl")!r}
+save_records(path, [game_record(game)])
+replayed = [replay_game(r) for r in iter_records(path)]
+assert replayed[0].scores == game.scores
+"""
+    assert _loaded_after(code) == []
+
+
+def test_the_arena_and_the_protocol_play_without_a_framework() -> None:
+    code = (
+        "from agents.evaluation.arena import duel\n"
+        "from agents.evaluation.protocol import evaluate\n"
+        "assert duel('rule', 'random', 2, seed=0).n_deals == 2\n"
+        "card = evaluate('rule', deal_set='dev', n_deals=2, workers=1, progress=False,\n"
+        "                panel=['random', 'rule'])\n"
+        "assert not card.failed"
+    )
+    assert _loaded_after(code) == []
 
 
 def test_agents_and_the_batched_engine_load_no_framework_until_asked() -> None:

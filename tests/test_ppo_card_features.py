@@ -108,18 +108,19 @@ def test_a_card_head_run_trains_resumes_and_plays(tmp_path: Path) -> None:
     the network against the settings) and the agent that plays the file."""
     from agents.ppo_agent import PPOAgent
     from tests.test_ppo import tiny_config
-    from train.ppo import RunRefused, Trainer
+    from train.ppo import train
+    from train.run_folder import RunRefused
 
+    export = tmp_path / "agent.pt"
     cfg = tiny_config(tmp_path, card_features=True, card_head=True, total_updates=2)
-    Trainer(cfg).train()
+    train(replace(cfg, export_path=str(export)))
     path = tmp_path / "t" / "checkpoint.pt"
     arch = load_checkpoint(path)["arch"]
     assert arch["card_features"] is True and arch["card_head"] is True
-    resumed = Trainer(replace(cfg, resume=True, total_updates=3))
-    assert resumed.update == 2
-    resumed.train()
-    assert load_checkpoint(path)["update"] == 3
-    agent = PPOAgent(path)
+    seen: list[dict[str, float]] = []
+    train(replace(cfg, resume=True, total_updates=3, export_path=str(export)), seen.append)
+    assert [m["update"] for m in seen] == [3] and load_checkpoint(path)["update"] == 3
+    agent = PPOAgent(export)  # the export is the model of the newest checkpoint
     games = play_positions(2, seed=11)
     obs = np.stack([observation.encode(g, g.to_move) for g in games])
     mask = np.zeros((len(games), 56), np.int8)
@@ -128,9 +129,11 @@ def test_a_card_head_run_trains_resumes_and_plays(tmp_path: Path) -> None:
     actions = agent.act_batch(obs, mask)
     assert all(mask[i, a] for i, a in enumerate(actions))
     with torch.no_grad():
-        ours = resumed.model.cpu().logits(torch.from_numpy(obs), torch.from_numpy(mask))
+        model = build_model(arch)
+        model.load_state_dict(load_checkpoint(path)["model"])
+        ours = model.logits(torch.from_numpy(obs), torch.from_numpy(mask))
         theirs = agent.model.logits(torch.from_numpy(obs), torch.from_numpy(mask))
     assert torch.equal(ours, theirs)
     plain = replace(cfg, run_name="p", card_head=False, resume=False, init_from=str(path))
     with pytest.raises(RunRefused, match="card_head"):
-        Trainer(plain)
+        train(plain)

@@ -18,57 +18,61 @@ from agents.ppo_net import (  # noqa: E402
     check_arch,
     hidden_hands,
     load_checkpoint,
+    model_from_checkpoint,
     state_shapes,
 )
 from agents.registry import R1_PPO_CHECKPOINT  # noqa: E402
 from tests.test_ppo import SHIPPED, tiny_config  # noqa: E402
-from train.ppo import (  # noqa: E402
-    Config,
-    Opponent,
-    Trainer,
-    budget_progress,
-    parse_opp_schedule,
-)
+from train.ppo import OPPONENTS, Config, train  # noqa: E402
+from train.ppo_settings import budget_progress, parse_opp_schedule  # noqa: E402
+
+
+class Clock:
+    """An injected clock: each reading is ``step`` seconds after the one before."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
 
 
 # ----------------------------------------------------------------------------- budget share
 def test_budget_progress_follows_the_larger_share() -> None:
-    by_updates = Config(total_updates=100, total_minutes=0)
-    assert budget_progress(by_updates, 25, 1e6) == 0.25
-    by_time = Config(total_updates=0, total_minutes=10)
-    assert budget_progress(by_time, 10_000, 150.0) == 0.25
-    both = Config(total_updates=100, total_minutes=10)
-    assert budget_progress(both, 10, 300.0) == 0.5  # time is further along
-    assert budget_progress(both, 80, 300.0) == 0.8  # updates are
-    assert budget_progress(both, 500, 9000.0) == 1.0  # never past the end
+    assert budget_progress(100, 0, 25, 1e6) == 0.25  # updates only
+    assert budget_progress(0, 10, 10_000, 150.0) == 0.25  # minutes only
+    assert budget_progress(100, 10, 10, 300.0) == 0.5  # time is further along
+    assert budget_progress(100, 10, 80, 300.0) == 0.8  # updates are
+    assert budget_progress(100, 10, 500, 9000.0) == 1.0  # never past the end
 
 
 def test_step_size_anneals_over_a_time_budget(tmp_path: Path) -> None:
-    """anneal_lr used to need total_updates; a time-limited run now anneals with the clock,
-    down to lr_final x learning_rate."""
-    cfg = tiny_config(tmp_path, anneal_lr=True, lr_final=0.2, learning_rate=1e-3, num_steps=120)
-    cfg.validate()
-    tr = Trainer(replace(cfg, total_updates=0, total_minutes=1e-9))  # budget spent at once
-    tr.elapsed = 60.0  # far past the end: the floor
-    tr.train_one_update()
-    assert tr.optimizer.param_groups[0]["lr"] == pytest.approx(2e-4)
-    fresh = Trainer(replace(cfg, run_name="u"))  # update budget: first update at full size
-    fresh.train_one_update()
-    assert fresh.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
-    fresh.train_one_update()
-    assert fresh.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * (1 - 0.8 / 4))
+    """A time-limited run anneals with the clock, down to lr_final x learning_rate: with an
+    injected clock 30 s per update of a 2-minute budget, updates start at 0, 1/4, 1/2, 3/4
+    of it (step sizes 1e-3 x (1 - 0.8 p)) and the run stops after exactly 4. An update budget
+    anneals the same way."""
+    cfg = tiny_config(tmp_path, lr_final=0.2, learning_rate=1e-3, num_steps=120, eval_every=0)
+    timed = replace(cfg, total_updates=0, total_minutes=2.0)
+    seen: list[dict[str, float]] = []
+    train(timed, on_update=seen.append, clock=Clock(30.0))
+    assert [m["minutes"] for m in seen] == [0.5, 1.0, 1.5, 2.0]
+    assert [m["learning_rate"] for m in seen] == pytest.approx([1e-3, 8e-4, 6e-4, 4e-4])
+    by_updates: list[dict[str, float]] = []
+    train(replace(cfg, run_name="u", total_updates=4), on_update=by_updates.append)
+    assert [m["learning_rate"] for m in by_updates] == pytest.approx([1e-3, 8e-4, 6e-4, 4e-4])
 
 
 # ----------------------------------------------------------------------------- curriculum
 def test_opp_schedule_parses_stages_and_picks_by_progress() -> None:
     cfg = Config(opp_schedule="0:self=3,rule=1;0.25:rule=.9,random=.1")
     cfg.validate()
-    np.testing.assert_allclose(cfg.opponent_probs(0.0), [0.75, 0, 0.25, 0])
+    np.testing.assert_allclose(cfg.opponent_probs(0.0), [0.75, 0, 0.25, 0])  # self, ..., random
     np.testing.assert_allclose(cfg.opponent_probs(0.2499), [0.75, 0, 0.25, 0])
     np.testing.assert_allclose(cfg.opponent_probs(0.25), [0, 0, 0.9, 0.1])
     np.testing.assert_allclose(cfg.opponent_probs(1.0), [0, 0, 0.9, 0.1])
     assert cfg.uses_fixed_agent()
-    stages = parse_opp_schedule(" 0 : self = 1 ; 0.5:random=2,rule=2")  # spaces are fine
+    stages = parse_opp_schedule(" 0 : self = 1 ; 0.5:random=2,rule=2", OPPONENTS)  # spaces are fine
     assert [start for start, _ in stages] == [0.0, 0.5]
     np.testing.assert_allclose(stages[1][1], [0, 0, 0.5, 0.5])
     assert not Config(opp_schedule="0:self=1;0.5:random=1", opp_rule=0.7).uses_fixed_agent()
@@ -100,15 +104,11 @@ def test_bad_opp_schedule_is_refused_naming_the_stage(text: str, says: str) -> N
 def test_opp_schedule_switches_opponents_mid_run(tmp_path: Path) -> None:
     """Self-play for the first half of the updates, then only random: no hand against
     random ends before the switch, and hands against random do after it."""
-    cfg = tiny_config(tmp_path, opp_schedule="0:self=1;0.5:random=1", total_updates=6)
-    tr = Trainer(cfg)
-    seen = []
-    tr.train(on_update=lambda t: seen.append(t.last_metrics.get("train_vs_random")))
+    cfg = tiny_config(tmp_path, opp_schedule="0:self=1;0.5:random=1", total_updates=6, teacher=None)
+    seen: list[float | None] = []
+    train(cfg, on_update=lambda m: seen.append(m.get("train_vs_random")))
     assert all(v is None for v in seen[:3]), seen
     assert any(v is not None for v in seen[3:]), seen
-    assert tr.pool.fixed is None  # no stage draws the fixed agent: it is never built
-    assert tr.rollouts is not None
-    np.testing.assert_allclose(tr.rollouts.probs, np.eye(len(Opponent))[Opponent.RANDOM])
 
 
 # ----------------------------------------------------------------------------- belief head
@@ -164,29 +164,26 @@ def test_belief_training_learns_who_holds_what(tmp_path: Path) -> None:
     cfg = tiny_config(
         tmp_path, belief=True, belief_coef=1.0, total_updates=8, hidden=64, num_steps=120
     )
-    tr = Trainer(cfg)
     losses: list[float] = []
-    tr.train(on_update=lambda t: losses.append(t.last_metrics["loss_belief"]))
+    train(cfg, on_update=lambda m: losses.append(m["loss_belief"]))
     assert losses[-1] < losses[0] - 0.05, losses
     assert load_checkpoint(tmp_path / "t" / "checkpoint.pt")["arch"]["belief"] is True
-    plain = Trainer(
-        tiny_config(tmp_path, run_name="p", total_updates=1, num_steps=120, belief=False)
-    ).train()
+    plain = train(tiny_config(tmp_path, run_name="p", total_updates=1, num_steps=120, belief=False))
     assert math.isnan(plain["loss_belief"])
 
 
 # ----------------------------------------------------------------------------- milestones
 def test_milestone_model_is_written_once_and_kept(tmp_path: Path) -> None:
-    cfg = tiny_config(tmp_path, milestone_minutes=(1e-6, 1e6), total_updates=3)
-    tr = Trainer(cfg)
-    tr.train()
-    early, late = tr.milestone_path(1e-6), tr.milestone_path(1e6)
-    assert early.name == "model_at_1e-06min.pt" and not late.exists()
+    """With an injected clock of 30 s per update, the 1-minute milestone is passed at
+    update 2 (the model as of then is kept); a resumed run does not rewrite it."""
+    cfg = tiny_config(tmp_path, milestone_minutes=(1.0, 1e6), total_updates=3)
+    train(cfg, clock=Clock(30.0))
+    early, late = tmp_path / "t" / "model_at_1min.pt", tmp_path / "t" / "model_at_1e+06min.pt"
+    assert not late.exists()
     data = load_checkpoint(early)
-    assert data["update"] == 1  # the first update passed the milestone; later ones kept it
-    resumed = Trainer(replace(cfg, resume=True, total_updates=5))
+    assert (data["update"], data["elapsed_s"]) == (2, 60.0)
     before = early.read_bytes()
-    resumed.train()
+    train(replace(cfg, resume=True, total_updates=5), clock=Clock(30.0))
     assert early.read_bytes() == before
     with pytest.raises(ValueError, match="milestone_minutes"):
         Config(milestone_minutes=(0.0,)).validate()
@@ -233,12 +230,14 @@ def test_teacher_makes_the_learner_play_like_it(tmp_path: Path) -> None:
     far more often than the same run without one; the imitation loss is logged while the
     teacher is weighted, and nan afterwards."""
     base = tiny_config(tmp_path, total_updates=8, hidden=64, num_steps=120, learning_rate=3e-3)
-    taught = Trainer(replace(base, teacher="rule", teacher_coef=5.0, teacher_until=0.75))
     losses: list[float] = []
-    taught.train(on_update=lambda t: losses.append(t.last_metrics.get("loss_teacher", math.nan)))
-    alone = Trainer(replace(base, run_name="alone", teacher=None))
-    alone.train()
-    with_teacher, without = agreement_with_rule(taught.model), agreement_with_rule(alone.model)
+    taught = replace(base, teacher="rule", teacher_coef=5.0, teacher_until=0.75)
+    train(taught, on_update=lambda m: losses.append(m.get("loss_teacher", math.nan)))
+    train(replace(base, run_name="alone", teacher=None))
+    with_teacher, without = (
+        agreement_with_rule(model_from_checkpoint(load_checkpoint(p), p))
+        for p in (tmp_path / "t" / "checkpoint.pt", tmp_path / "alone" / "checkpoint.pt")
+    )
     assert with_teacher > without + 0.15, (with_teacher, without)
     assert not math.isnan(losses[0]) and losses[4] < losses[0], losses
     assert all(math.isnan(v) for v in losses[6:]), losses  # weight 0 from 6/8 = 0.75 on
@@ -274,18 +273,17 @@ def test_teacher_bid_floor_keeps_teaching_the_bids_only(tmp_path: Path) -> None:
     assert not replace(cfg, teacher=None).asks_teacher(0.0)
     with pytest.raises(ValueError, match="teacher_bid_floor"):
         replace(cfg, teacher_bid_floor=-0.1).validate()
-    trainer = Trainer(cfg)
-    assert trainer.pool.teacher is not None
-    spy = _SpyTeacher(trainer.pool.teacher)
-    trainer.pool.teacher = spy  # type: ignore[assignment]
+    from agents import make_agent
+
+    spy = _SpyTeacher(make_agent("rule", seed=cfg.seed))
     calls_before: list[int] = []
     losses: list[float] = []
 
-    def after(t: Trainer) -> None:
+    def after(metrics: dict[str, float]) -> None:
         calls_before.append(len(spy.card_rows))
-        losses.append(t.last_metrics.get("loss_teacher", math.nan))
+        losses.append(metrics.get("loss_teacher", math.nan))
 
-    trainer.train(on_update=after)
+    train(cfg, on_update=after, teacher=spy)  # type: ignore[arg-type]
     late = slice(calls_before[1], None)  # updates 3..6: progress >= 2/6 > teacher_until
     assert sum(spy.card_rows[: calls_before[0]]) > 0  # taught on cards while scheduled
     assert sum(spy.card_rows[late]) == 0 and sum(spy.bid_rows[late]) > 0

@@ -175,25 +175,53 @@ def test_replay_refuses_a_tampered_result() -> None:
         replay(rec)
 
 
-def test_streaming_a_100000_record_file_takes_little_memory(tmp_path) -> None:
+def _peak_bytes(work) -> int:
+    """The most memory Python allocated (tracemalloc) while ``work()`` ran."""
     import tracemalloc
 
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_streaming_takes_the_same_memory_for_five_times_the_records(tmp_path) -> None:
+    """Constant memory: reading five times as many records does not raise the peak, and the
+    peak stays far below one record per line kept (about 9 KiB each once parsed) or the file
+    read whole. Few records suffice (the peak of a stream does not depend on the count), and
+    tracemalloc makes every parse slow, so the files are small; appending reads only the first
+    and last lines, so it is measured on a large file."""
     from butifarra_env.records import append_records, iter_records
 
     line = (json.dumps(played_record(5), separators=(",", ":")) + "\n").encode()
-    path = tmp_path / "big.jsonl"
-    with open(path, "wb") as f:
-        for _ in range(100):
-            f.write(line * 1000)
-    size = path.stat().st_size
-    assert size > 60_000_000  # ~100k records
-    tracemalloc.start()
-    try:
-        count = sum(1 for _ in iter_records(path))
-        append_records(path, [played_record(6)])
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert count == 100_000
-    assert peak < 100 * 2**20, f"peak {peak / 2**20:.0f} MiB"
-    assert path.stat().st_size > size
+    small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
+    small.write_bytes(line * 50)
+    large.write_bytes(line * 250)
+    # warm up first: what the first use caches is not part of the stream
+    assert sum(1 for _ in iter_records(small)) == 50
+    counts: list[int] = []
+
+    def count(path):
+        return lambda: counts.append(sum(1 for _ in iter_records(path)))
+
+    peak_small, peak_large = _peak_bytes(count(small)), _peak_bytes(count(large))
+    assert counts == [50, 250]
+    kept = 250 * 9 * 2**10  # what keeping the parsed records would take
+    assert peak_large < min(large.stat().st_size, kept) / 2, f"peak {peak_large} bytes"
+    assert peak_large < 1.5 * peak_small + 32 * 2**10, (peak_small, peak_large)
+
+    huge = tmp_path / "huge.jsonl"
+    with open(huge, "wb") as f:
+        for _ in range(50):
+            f.write(line * 1000)  # ~45 MB
+    size = huge.stat().st_size
+    record = played_record(6)
+    added = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    peak_append = _peak_bytes(lambda: append_records(huge, [record]))
+    assert peak_append < 2**20, f"appending to {size} bytes took {peak_append} bytes"
+    assert huge.stat().st_size == size + len(added)
+    with open(huge, "rb") as f:
+        f.seek(size)
+        assert f.read() == added

@@ -115,12 +115,29 @@ def test_doubling_is_capped_at_max_doubling_level(cap: int) -> None:
 
 
 # ------------------------------------------------------------------ scoring
-@pytest.mark.parametrize("level", [0, 1, 2, 3, 4])
-@pytest.mark.parametrize(
-    ("trump", "base", "expected_base"), [(0, 2, 1), (NO_TRUMP, 2, 2), (NO_TRUMP, 1, 1)]
-)
-def test_multiplier_every_level(level: int, trump: int, base: int, expected_base: int) -> None:
-    assert multiplier(trump, level, base) == expected_base * 2**level
+# RULES.md phase 2: levels 0-4 (none, contrar, recontrar, Sant Vicenç, Verraca) on the base;
+# a suit's base is x1, butifarra's x2 (x1 with butifarra_base=1).
+MULTIPLIERS = {
+    "suit": [1, 2, 4, 8, 16],
+    "butifarra": [2, 4, 8, 16, 32],
+    "butifarra, base 1": [1, 2, 4, 8, 16],
+}
+CASES = {"suit": (0, 2), "butifarra": (NO_TRUMP, 2), "butifarra, base 1": (NO_TRUMP, 1)}
+
+
+@pytest.mark.parametrize("case", list(MULTIPLIERS))
+def test_multiplier_table(case: str) -> None:
+    trump, base = CASES[case]
+    assert [multiplier(trump, level, base) for level in range(5)] == MULTIPLIERS[case]
+    for suit in (1, 2, 3):  # every suit is x1
+        assert multiplier(suit, 3) == 8
+
+
+def test_multiplier_on_arrays_gives_the_same_table() -> None:
+    trump = np.array([0, 3, NO_TRUMP, NO_TRUMP, 2, NO_TRUMP])
+    level = np.array([0, 4, 0, 1, 2, 4])
+    np.testing.assert_array_equal(multiplier(trump, level), [1, 16, 2, 4, 4, 32])
+    np.testing.assert_array_equal(multiplier(trump, level, 1), [1, 16, 1, 2, 4, 16])
 
 
 @pytest.mark.parametrize(
@@ -143,8 +160,10 @@ def _play_out(game: Game, rng: np.random.Generator) -> None:
         game.step(legal[rng.integers(len(legal))])
 
 
-@pytest.mark.parametrize("base", [1, 2])
-def test_full_hand_scores_butifarra_with_base(base: int) -> None:
+@pytest.mark.parametrize(("base", "mult", "score"), [(2, 4, 24), (1, 2, 12)])
+def test_full_hand_scores_butifarra_with_base(base: int, mult: int, score: int) -> None:
+    """Butifarra with contrar (x4, or x2 with base 1); this deal and play give the declaring
+    team 42 points to 30, so it scores (42 - 36) x mult."""
     rng = np.random.default_rng(3)
     g = new_game(dealer=0, butifarra_base=base)
     g.step(BUTIFARRA)
@@ -152,13 +171,10 @@ def test_full_hand_scores_butifarra_with_base(base: int) -> None:
     g.step(PASS)
     g.step(PASS)
     _play_out(g, rng)
-    assert g.multiplier == base * 2
-    a, b = g.team_points
-    assert a + b == 72
-    expected = hand_scores((a, b), base * 2)
-    assert g.scores == expected
-    diff = expected[0] - expected[1]
-    assert g.rewards == (diff, -diff, diff, -diff)
+    assert g.multiplier == mult
+    assert g.team_points == [42, 30]
+    assert g.scores == (score, 0)
+    assert g.rewards == (score, -score, score, -score)
 
 
 # ------------------------------------------------------------------ match mode

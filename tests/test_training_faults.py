@@ -29,7 +29,8 @@ torch = pytest.importorskip("torch")
 
 import agents.ppo_net as ppo_net  # noqa: E402
 from agents.ppo_net import ActorCritic, load_checkpoint, model_payload  # noqa: E402
-from train.ppo import SAVE_DELAY_ENV, Config, RunRefused, Trainer, main  # noqa: E402
+from train.ppo import Config, main, parse_config, train  # noqa: E402
+from train.run_folder import SAVE_DELAY_ENV, RunRefused  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 UPDATES = 8
@@ -69,10 +70,14 @@ def finish(proc: subprocess.Popen[str], timeout: float = 90) -> tuple[int, str]:
     return proc.returncode, err
 
 
-def wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float = 60) -> bool:
-    """Poll ``ready()`` until it holds (True) or ``proc`` has exited (False); bounded."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+POLLS = 6000
+"""Most times :func:`wait_until` looks (10 ms apart: at most a minute)."""
+
+
+def wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> bool:
+    """Poll ``ready()`` until it holds (True) or ``proc`` has exited (False), at most POLLS
+    times; then kill ``proc`` (by its pid) and fail."""
+    for _ in range(POLLS):
         if ready():
             return True
         if proc.poll() is not None:
@@ -80,7 +85,7 @@ def wait_until(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: 
         time.sleep(0.01)
     proc.kill()
     proc.communicate()
-    pytest.fail(f"gave up waiting after {timeout} s")
+    pytest.fail(f"gave up waiting after {POLLS} polls")
 
 
 def rows(run: Path) -> list[dict[str, str]]:
@@ -131,18 +136,29 @@ def copy_of(run: Path, tmp_path: Path) -> Path:
 def test_kill_9_anywhere_then_resume_ends_like_an_uninterrupted_run(
     tmp_path: Path, reference: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Killed at two random moments and once in the middle of writing a checkpoint, each
-    time resumed: the run continues from its last good checkpoint, leaves no temporary file
-    behind, and ends bit-identical to the uninterrupted run."""
+    """Killed at two moments of random updates (just after an update's metrics row was
+    written, before its checkpoint; and once its checkpoint is written, in the next update's
+    rollout) and once in the middle of writing a checkpoint, each time resumed: the run
+    continues from its last good checkpoint, leaves no temporary file behind, and ends
+    bit-identical to the uninterrupted run."""
     rng = random.Random(7)
     run = tmp_path / "r"
     newest = run / "checkpoint.pt"
+
+    def saved() -> int:
+        try:
+            return int(load_checkpoint(newest)["update"])
+        except (FileNotFoundError, ValueError):
+            return 0
+
     target = 0
-    for session in range(2):  # kill -9 at a random moment of a random update
+    for session in range(2):  # kill -9 at a known moment of a random update
         target = rng.randint(target + 1, target + 2)
         proc = start(run_args(tmp_path, *(["--resume"] if session else [])))
-        assert wait_until(proc, lambda n=target: len(rows(run)) >= n)
-        time.sleep(rng.uniform(0.0, 0.1))
+        if session == 0:  # the row is on disk; the checkpoint may not be yet
+            assert wait_until(proc, lambda n=target: len(rows(run)) >= n)
+        else:  # the checkpoint of that update is on disk: the next update is under way
+            assert wait_until(proc, lambda n=target: saved() >= n)
         proc.kill()
         finish(proc)
     assert load_checkpoint(newest)["update"] < UPDATES - 1
@@ -159,6 +175,34 @@ def test_kill_9_anywhere_then_resume_ends_like_an_uninterrupted_run(
     assert not list(run.glob("*.tmp")) and not list(run.glob(".*.tmp"))
     assert_same_run(run, reference)
     assert load_checkpoint(run / "checkpoint.prev.pt")["update"] == UPDATES - 1
+
+
+# ----------------------------------------------------------------------------- torn CSV
+@pytest.mark.parametrize("damage", ["torn last row", "row with missing fields"])
+def test_a_row_torn_by_a_kill_is_dropped_and_the_resumed_log_is_whole(
+    tmp_path: Path, reference: Path, damage: str
+) -> None:
+    """A kill mid-append leaves the last metrics row cut mid-line (or, written by hand, a
+    row with fields missing); ``--resume`` drops it, redoes that update and ends with the
+    same log as the uninterrupted run."""
+    half = UPDATES // 2
+
+    def stop_after_half(metrics: dict[str, float]) -> None:
+        if metrics["update"] == half:  # its checkpoint is written (one per update)
+            raise InterruptedError
+
+    with pytest.raises(InterruptedError):
+        train(parse_config(run_args(tmp_path)), on_update=stop_after_half)
+    path = tmp_path / "r" / "metrics.csv"
+    next_row = (reference / "metrics.csv").read_text().splitlines()[half + 1]
+    with open(path, "a", newline="") as f:
+        if damage == "torn last row":
+            f.write(next_row[: len(next_row) // 2])  # no line end: cut mid-line
+        else:
+            f.write(",".join(next_row.split(",")[:3]) + "\r\n")  # update, step, hands only
+    main(run_args(tmp_path, "--resume"))
+    assert_same_run(tmp_path / "r", reference)
+    assert path.read_text().count("\n") == UPDATES + 1  # the header and one row per update
 
 
 # ----------------------------------------------------------------------------- Ctrl-C
@@ -203,7 +247,7 @@ def test_rerun_without_resume_is_refused_and_changes_nothing(
     assert "--resume" in lines[0] and "--run-name" in lines[0]
     assert snapshot(run) == before
     with pytest.raises(RunRefused, match="already holds a run"):  # the Python API too
-        Trainer(Config(run_dir=str(tmp_path), run_name="r", total_updates=1))
+        train(Config(run_dir=str(tmp_path), run_name="r", total_updates=1))
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 
 from butifarra.web.replay import ReplayView, record_summary, replay_data
 from butifarra_env import butifarra_v0
-from butifarra_env.core.cards import POINTS, cards_of, sort_key
+from butifarra_env.core.cards import POINTS, card_name, cards_of, sort_key
 from butifarra_env.core.errors import RecordError
 from butifarra_env.records import save_records
 
@@ -50,7 +50,9 @@ def test_frames_follow_the_hand_from_the_deal_to_the_result() -> None:
     for i, (seat, action) in enumerate(record["actions"]):
         before, after = frames[i], frames[i + 1]
         assert before["to_move"] == seat and action in before["legal"]
+        text = after["last"].pop("text")  # the move in words, as the play table says it
         assert after["last"] == {"seat": seat, "action": action}
+        assert text.startswith(f"plays {card_name(action)} (") if action < 48 else text
         if action < 48:  # the card left the hand and lies on the table
             assert action in before["hands"][seat] and action not in after["hands"][seat]
             assert after["trick"][seat] == action

@@ -1,8 +1,8 @@
 """Self-play PPO for Butifarra, in one file (in the spirit of CleanRL's ``ppo.py``).
 
-It reads top to bottom: config -> env factory -> network (imported from
-:mod:`agents.ppo_net`) -> rollout -> per-seat GAE -> PPO update -> evaluation -> checkpoints
-and logs -> the training loop (:class:`Trainer`) -> ``main``.
+It reads top to bottom: config -> env -> network (:mod:`agents.ppo_net`) -> rollout ->
+per-seat GAE -> PPO update -> evaluation -> the training loop (:func:`train`) -> ``main``.
+The defaults are the recipe of the shipped checkpoint: ``python -m train.ppo --seed 1``.
 
 Four seats act in turn inside each hand, so the bookkeeping is per seat: a transition's "next
 state" is the same seat's next decision in the same hand, and the hand's (scaled) team score
@@ -16,64 +16,68 @@ the PPO buffer. Hands still in progress when a rollout ends are carried into the
 (their stored log-probs make the one-update staleness harmless under PPO's ratio clipping).
 ``--init-from`` starts the network from an agent checkpoint (``shipped``: the shipped one).
 
-The network, its masked categorical and the checkpoint format live in :mod:`agents.ppo_net`
-(an agent needs them to play; training only adds the optimiser).
+What keeps a run safe lives elsewhere: :mod:`train.run_folder` (never overwrite, atomic
+checkpoints with the previous one kept, the metrics CSV, Ctrl-C) and :mod:`train.ppo_settings`
+(opponent schedule, budget, ``init_from``, resumable checkpoints).
 
 Usage::
 
     python -m train.ppo --help
-    python -m train.ppo --total-minutes 60 --export-path my_agent.pt
+    python -m train.ppo --seed 1 --total-minutes 60 --export-path my_agent.pt
     python -m train.ppo --run-name NAME --resume      # continue an interrupted run
     python -m train.ppo --init-from shipped --opponent-agent ppo --opp-rule 1 \
         --opp-self 0 --opp-snapshot 0 --opp-random 0    # fine-tune against the shipped agent
 
-A run never overwrites what it did not write: a second run with the same name is refused
-(``--resume`` continues it), as is an ``--export-path`` holding another run's file. Bad flags
-are one ``error:`` line and exit status 2, before anything is touched. Checkpoints
-(``runs/NAME/checkpoint.pt``, and the one before it, ``checkpoint.prev.pt``) are written
-atomically, fingerprinted, and hold everything a bit-exact resume needs; they load with
-``torch.load(..., weights_only=True)``. Ctrl-C saves a checkpoint and exits with status 130.
+A second run with the same name is refused (``--resume`` continues it), as is an
+``--export-path`` holding another run's file. Bad flags are one ``error:`` line and exit
+status 2, before anything is touched. Ctrl-C saves a checkpoint and exits with status 130.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import io
 import math
-import os
-import re
-import shlex
-import shutil
-import signal
 import sys
-import threading
 import time
-import uuid
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from agents import Agent, make_agent
-from agents.evaluation.arena import duel, mean_ci
+from agents import Agent
+from agents.evaluation.arena import duel
 from agents.ppo_agent import PPOAgent
-from agents.registry import DEFAULT_PPO_CHECKPOINT
+from agents.ppo_net import (
+    HIDDEN_HANDS_SIZE,
+    ActorCritic,
+    hidden_hands,
+    masked_entropy,
+    masked_log_probs,
+    model_from_checkpoint,
+    model_payload,
+    sample_masked,
+)
 from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.core.cards import N_CARDS
-from butifarra_env.core.fileio import atomic_writer
 from butifarra_env.core.observation import OBS_SIZE
-from butifarra_env.core.validate import check_int, check_number
 from butifarra_env.envs.batched import BatchedEnv
-
-if TYPE_CHECKING:
-    from torch.utils.tensorboard import SummaryWriter
+from train import run_folder
+from train.ppo_settings import (
+    ARCH_FIELDS,
+    budget_progress,
+    budget_spent,
+    check_config,
+    init_arch,
+    make_opponent_agent,
+    parse_opp_schedule,
+    prepare_run,
+    setup_torch,
+)
+from train.run_folder import RunRefused, TrainingInterrupted
 
 
 # ----------------------------------------------------------------------------- config
@@ -94,51 +98,10 @@ OPPONENTS = tuple(o.name.lower() for o in Opponent)
 """Opponent names in :class:`Opponent` order: self, snapshot, rule, random."""
 
 
-def parse_opp_schedule(text: str) -> list[tuple[float, np.ndarray]]:
-    """``opp_schedule`` as (start share, normalised probabilities) stages, in order;
-    ValueError naming what is wrong (the format is in :attr:`Config.opp_schedule`)."""
-    form = 'stages "FROM:name=share,...;..." with names self, snapshot, rule, random'
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"opp_schedule must be {form}, got {text!r}")
-    stages: list[tuple[float, np.ndarray]] = []
-    for stage in text.split(";"):
-        start_text, sep, mix = stage.partition(":")
-        try:
-            start = float(start_text)
-        except ValueError:
-            start = math.nan
-        if not sep or not 0.0 <= start < 1.0:
-            raise ValueError(f"opp_schedule stage {stage!r}: FROM must be a share in [0, 1)")
-        p = np.zeros(len(Opponent))
-        for item in mix.split(","):
-            name, eq, value = (part.strip() for part in item.partition("="))
-            try:
-                share = float(value)
-            except ValueError:
-                share = math.nan
-            if not eq or name not in OPPONENTS or not 0.0 <= share < math.inf:
-                raise ValueError(
-                    f"opp_schedule stage {stage!r}: {item.strip()!r} is not name=share "
-                    f"with name one of {', '.join(OPPONENTS)} and share >= 0"
-                )
-            p[OPPONENTS.index(name)] = share
-        if p.sum() <= 0:
-            raise ValueError(f"opp_schedule stage {stage!r}: the shares must not all be 0")
-        if stages and start <= stages[-1][0]:
-            raise ValueError(f"opp_schedule stage {stage!r}: stages must start in increasing order")
-        stages.append((start, p / p.sum()))
-    if stages[0][0] != 0.0:
-        raise ValueError(f"opp_schedule: the first stage must start at 0, got {stages[0][0]}")
-    return stages
-
-
-MAX_NUM_ENVS = 1 << 16
-"""Most engine slots a run may ask for (each holds ~45 KB of rollout buffers)."""
-
-
 @dataclass
 class Config:
-    """Every knob of a training run (each one is a CLI flag: ``python -m train.ppo --help``)."""
+    """Every knob of a training run (each one is a CLI flag: ``python -m train.ppo --help``).
+    The defaults are the shipped checkpoint's recipe."""
 
     exp_name: str = "ppo"
     """Prefix of the run name (the run name also carries the seed)."""
@@ -150,7 +113,7 @@ class Config:
     """Seeds torch, numpy and the deals: the same seed gives the same run on CPU."""
     device: str = "auto"
     """"auto" (CUDA when present, else CPU), "cpu" or "cuda[:i]"."""
-    torch_threads: int = 0
+    torch_threads: int = 1
     """torch.set_num_threads; 0 = min(2, CPU count) (small nets gain nothing from more)."""
     deterministic: bool = True
     """torch.use_deterministic_algorithms (cheap on CPU for this MLP)."""
@@ -179,10 +142,10 @@ class Config:
     as an auxiliary loss (weight ``belief_coef``) against the true hidden hands."""
     belief_coef: float = 0.5
     """Weight of the belief loss (binary cross-entropy, mean over 144 outputs)."""
-    card_features: bool = False
+    card_features: bool = True
     """Give the trunk what the rules say about each card: masters, cards that would win
     the trick now, whether the partner is winning it (147 extra inputs)."""
-    card_head: bool = False
+    card_head: bool = True
     """Add to each card's logit the output of one small network shared by all 48 cards,
     reading that card's features and the trunk (card play learnt once for every card)."""
     init_from: str | None = None
@@ -190,7 +153,7 @@ class Config:
     or "shipped" (the shipped PPO weights). On the command line the architecture flags
     default to the checkpoint's; a flag that contradicts it is an error."""
 
-    learning_rate: float = 5e-4
+    learning_rate: float = 8e-4
     """Adam step size."""
     anneal_lr: bool = True
     """Linearly anneal the step size towards ``lr_final`` x learning_rate over the budget
@@ -226,9 +189,9 @@ class Config:
     """Share of hands in pure self-play (all four seats are the learner)."""
     opp_snapshot: float = 0.0
     """Share of hands against a past snapshot of the policy."""
-    opp_rule: float = 0.85
+    opp_rule: float = 0.9
     """Share of hands against the fixed agent (``opponent_agent``; rule-based by default)."""
-    opp_random: float = 0.1
+    opp_random: float = 0.05
     """Share of hands against the uniformly random agent."""
     opp_schedule: str | None = None
     """Opponent curriculum: stages "FROM:name=share,...;FROM:..." where FROM is the share of
@@ -244,7 +207,7 @@ class Config:
     """Initial weight of the imitation loss (mean cross-entropy of the teacher's action)."""
     teacher_until: float = 0.25
     """Share of the budget (0 to 1) at which the imitation weight reaches 0."""
-    teacher_bid_floor: float = 0.0
+    teacher_bid_floor: float = 0.3
     """Least imitation weight on bidding and doubling decisions (no card to play), kept for
     the whole run: these are rare and high-variance, so PPO alone drifts from the teacher's
     calibrated bids after the schedule ends. 0 = they follow the schedule like the rest."""
@@ -257,14 +220,11 @@ class Config:
     snapshot_pool: int = 8
     """Most snapshots kept (oldest dropped)."""
 
-    eval_every: int = 30
+    eval_every: int = 60
     """Evaluate vs random, vs rule-based (and vs ``opponent_agent``) every this many updates
-    (0 = never)."""
+    (0 = never), with agents/evaluation/arena.py's duplicate ``duel``."""
     eval_deals: int = 1000
     """Duplicate deals per interval evaluation (each played with both seatings)."""
-    eval_backend: str = "arena"
-    """"arena": agents/evaluation/arena.py duel (reference engine); "batched": same protocol on the
-    batched engine (faster, used where the arena is unavailable)."""
     eval_seed: int = 12345
     """Seed of the fixed evaluation deal set."""
     checkpoint_every: int = 10
@@ -286,106 +246,15 @@ class Config:
     """Show a tqdm progress bar with live metrics."""
 
     def validate(self) -> None:
-        """Raise ValueError naming the first bad field (before any work is done). Files and
-        folders are checked by :class:`Trainer` (:func:`check_output_paths`)."""
-        self._validate_counts()
-        self._validate_coefficients()
-        self._validate_choices()
-        self._validate_names()
-        self._validate_agents()
-
-    def _validate_counts(self) -> None:
-        bounded = {"hidden": MAX_HIDDEN, "layers": MAX_LAYERS, "num_envs": MAX_NUM_ENVS}
-        positive_ints = (
-            "num_envs", "num_steps", "hidden", "layers", "num_minibatches", "update_epochs",
-            "snapshot_every", "snapshot_pool", "checkpoint_every", "eval_deals",
-        )  # fmt: skip
-        for name in positive_ints:
-            check_int(name, getattr(self, name), 1, bounded.get(name))
-        for name in ("total_updates", "eval_every", "torch_threads", "seed", "eval_seed"):
-            check_int(name, getattr(self, name), 0)
-        check_number("total_minutes", self.total_minutes, 0.0, lo_inclusive=True)
-        if not isinstance(self.milestone_minutes, (tuple, list)):
-            raise ValueError(
-                f"milestone_minutes must be a list of minutes, got {self.milestone_minutes!r}"
-            )
-        for m in self.milestone_minutes:
-            check_number("milestone_minutes", m, 0.0)
-        if self.total_minutes == 0 and self.total_updates == 0:
-            raise ValueError("set total_minutes > 0 or total_updates > 0, or the run never ends")
-
-    def _validate_coefficients(self) -> None:
-        for name in ("learning_rate", "clip_coef", "reward_scale"):
-            check_number(name, getattr(self, name), 0.0)
-        for name in ("gamma", "gae_lambda", "lr_final", "teacher_until"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
-                raise ValueError(f"{name} must be in [0, 1], got {v!r}")
-        for name in (
-            "ent_coef",
-            "vf_coef",
-            "max_grad_norm",
-            "belief_coef",
-            "teacher_coef",
-            "teacher_bid_floor",
-        ):
-            check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
-        if self.target_kl is not None:
-            check_number("target_kl", self.target_kl, 0.0)
-
-    def _validate_choices(self) -> None:
-        for name in ("opp_self", "opp_snapshot", "opp_rule", "opp_random"):
-            check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
-        if self.opp_schedule is not None:
-            parse_opp_schedule(self.opp_schedule)
-        elif self.opponent_probs().sum() <= 0:
-            raise ValueError("opp_self, opp_snapshot, opp_rule, opp_random must not all be 0")
-        if self.eval_backend not in ("arena", "batched"):
-            raise ValueError(f"eval_backend must be 'arena' or 'batched': {self.eval_backend!r}")
-        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(self.device)):
-            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {self.device!r}")
-        if self.device.startswith("cuda"):
-            index = int(self.device.partition(":")[2] or 0)
-            if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-                raise ValueError(f"device {self.device!r} asked for but it is not available")
-
-    def _validate_names(self) -> None:
-        for name in ("exp_name", "run_name"):
-            v = getattr(self, name)
-            if v is None and name == "run_name":
-                continue
-            if (
-                not isinstance(v, str)
-                or v in ("", ".", "..")
-                or any(c in v for c in ("/", "\\", "\0"))
-            ):
-                raise ValueError(f"{name} must be a plain folder name (no '/'), got {v!r}")
-        for name in ("run_dir", "export_path"):
-            v = getattr(self, name)
-            if not (v is None and name == "export_path") and (not isinstance(v, str) or not v):
-                raise ValueError(f"{name} must be a non-empty path, got {v!r}")
-
-    def _validate_agents(self) -> None:
-        """The fixed agent can be built (a typo or a missing checkpoint fails here, not
-        minutes into the run); ``init_from`` names a file (read by :class:`Trainer`)."""
-        try:
-            make_opponent_agent(self.opponent_agent, self.seed)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"opponent_agent: {exc}") from None
-        if self.teacher is not None:
-            try:
-                make_opponent_agent(self.teacher, self.seed)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"teacher: {exc}") from None
-        v = self.init_from
-        if v is not None and (not isinstance(v, str) or not v.strip()):
-            raise ValueError(f'init_from must be a checkpoint path or "shipped", got {v!r}')
+        """Raise ValueError naming the first bad field (before any work is done); files and
+        folders are checked when :func:`train` starts (:func:`~train.ppo_settings.prepare_run`)."""
+        check_config(self)
 
     def opponent_probs(self, progress: float = 0.0) -> np.ndarray:
         """Per-hand probabilities of each :class:`Opponent` (in that order), normalised, when
         ``progress`` (0 to 1) of the budget is spent (the stage of ``opp_schedule`` then)."""
         if self.opp_schedule is not None:
-            stages = parse_opp_schedule(self.opp_schedule)
+            stages = parse_opp_schedule(self.opp_schedule, OPPONENTS)
             return next(p for start, p in reversed(stages) if progress >= start)
         p = np.array([self.opp_self, self.opp_snapshot, self.opp_rule, self.opp_random], float)
         return p / p.sum() if p.sum() > 0 and (p >= 0).all() else p
@@ -405,15 +274,50 @@ class Config:
     def uses_fixed_agent(self) -> bool:
         """Some hands are drawn against ``opponent_agent`` (at some stage of the schedule)."""
         if self.opp_schedule is not None:
-            return any(p[Opponent.RULE] > 0 for _, p in parse_opp_schedule(self.opp_schedule))
+            stages = parse_opp_schedule(self.opp_schedule, OPPONENTS)
+            return any(p[Opponent.RULE] > 0 for _, p in stages)
         return self.opp_rule > 0
 
     @property
     def name(self) -> str:
         return self.run_name or f"{self.exp_name}_s{self.seed}"
 
+    @property
+    def out_dir(self) -> Path:
+        """The run folder: ``run_dir/name``."""
+        return Path(self.run_dir) / self.name
 
-# ----------------------------------------------------------------------------- env factory
+    @property
+    def checkpoint_path(self) -> Path:
+        """The newest full checkpoint (``checkpoint.prev.pt`` beside it is the one before)."""
+        return self.out_dir / "checkpoint.pt"
+
+    @property
+    def csv_path(self) -> Path:
+        """The metrics log, one row per update (:data:`CSV_FIELDS`)."""
+        return self.out_dir / "metrics.csv"
+
+    @property
+    def opponent_eval_name(self) -> str:
+        """The NAME of the ``eval_NAME_mean`` column of the evaluation against
+        ``opponent_agent``: ``rule``, ``random``, or ``opponent`` for any other agent."""
+        spec = self.opponent_agent.strip().lower()
+        return spec if spec in ("rule", "random") else "opponent"
+
+    def resume_command(self) -> str:
+        """The command line that continues this run with the same budget, threads and export."""
+        args = [
+            "--run-dir", self.run_dir, "--run-name", self.name, "--total-updates",
+            str(self.total_updates), "--total-minutes", f"{self.total_minutes:g}",
+        ]  # fmt: skip
+        if self.torch_threads:
+            args += ["--torch-threads", str(self.torch_threads)]
+        if self.export_path:
+            args += ["--export-path", self.export_path]
+        return run_folder.resume_command("train.ppo", args)
+
+
+# ----------------------------------------------------------------------------- env
 EnvFactory = Callable[[int, int], BatchedEnv]
 """``factory(num_envs, seed)`` -> a batched engine (tests swap in their own)."""
 
@@ -423,58 +327,11 @@ def make_env(num_envs: int, seed: int) -> BatchedEnv:
     return BatchedEnv(num_envs, seed=seed)
 
 
-def make_rule_agent(seed: int | None) -> Agent:
-    """The rule-based opponent from the agent registry (vectorised ``act_batch``)."""
-    return make_agent("rule", seed=seed)
-
-
-def make_opponent_agent(spec: str, seed: int | None) -> Agent:
-    """The fixed agent of the ``opp_rule`` share, from the agent registry (``opponent_agent``:
-    the rule-based agent by default); ValueError naming what is wrong with ``spec``. Built
-    with torch's global generator set aside, so that building it (a PPO agent initialises a
-    network before loading its weights) never changes the training run's random stream."""
-    with torch.random.fork_rng(devices=[]):
-        return make_agent(spec, seed=seed)
-
-
-EVAL_COLUMNS = {"rule": "rule", "random": "random"}
-"""``opponent_agent`` specs whose evaluation has its own columns; any other is ``opponent``."""
-
-
-def eval_name(spec: str) -> str:
-    """The name in the ``eval_{name}_mean`` column of the evaluation against ``spec``:
-    ``rule``, ``random``, or ``opponent`` for any other ``opponent_agent``."""
-    return EVAL_COLUMNS.get(spec.strip().lower(), "opponent")
-
-
 # ----------------------------------------------------------------------------- network
-# The policy/value MLP (suit-canonical inputs, legal-mask input, centralised critic), the
-# masked categorical and the checkpoint format: shared with agents.ppo_agent.PPOAgent.
-from agents.ppo_net import (  # noqa: E402
-    CHECKPOINT_FORMAT,
-    HIDDEN_HANDS_SIZE,
-    MAX_HIDDEN,
-    MAX_LAYERS,
-    ActorCritic,
-    Checkpoint,
-    UnverifiedCheckpointWarning,
-    check_arch,
-    check_weights,
-    hidden_hands,
-    load_checkpoint,
-    make_arch,
-    masked_entropy,
-    masked_log_probs,
-    masked_logits,
-    model_from_checkpoint,
-    model_payload,
-    sample_masked,
-)
-
-
 def model_for(cfg: Config) -> ActorCritic:
-    """The network a config asks for."""
-    return ActorCritic(**arch_settings(cfg))
+    """The network a config asks for (:mod:`agents.ppo_net`: suit-canonical inputs, legal-mask
+    input, centralised critic, belief and card heads; shared with the PPO agent)."""
+    return ActorCritic(**{k: getattr(cfg, k) for k in ARCH_FIELDS})
 
 
 # ----------------------------------------------------------------------------- rollout
@@ -960,408 +817,24 @@ def update_metrics(
 
 
 # ----------------------------------------------------------------------------- evaluation
-BatchPolicyFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-"""``policy(observations (N, 491), masks (N, 56)) -> actions (N,)``."""
-
-
-def greedy_policy(model: ActorCritic, device: torch.device) -> BatchPolicyFn:
-    """Argmax-of-legal-logits policy over numpy batches (what PPOAgent does by default)."""
-
-    def act(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            o = torch.from_numpy(np.ascontiguousarray(obs)).to(device)
-            m = torch.from_numpy(np.ascontiguousarray(mask)).to(device)
-            logits = model.logits(o, m)
-            return masked_logits(logits, m).argmax(-1).cpu().numpy()
-
-    return act
-
-
-def play_first_hands(
-    policy: BatchPolicyFn,
-    opponent: BatchPolicyFn,
-    team: int,
-    n_deals: int,
-    seed: int,
-    env_factory: EnvFactory,
-) -> np.ndarray:
-    """The raw score of ``team`` (played by ``policy``) in the first hand of each of
-    ``n_deals`` engine slots seeded by ``seed``; the other team is ``opponent``."""
-    env = env_factory(n_deals, seed)
-    obs, mask, seat = env.reset(seed=seed)
-    result = np.zeros(n_deals)
-    finished = np.zeros(n_deals, bool)
-    while not finished.all():
-        mine = (seat & 1) == team
-        actions = np.zeros(n_deals, np.int64)
-        if mine.any():
-            actions[mine] = policy(obs[mine], mask[mine])
-        if (~mine).any():
-            actions[~mine] = opponent(obs[~mine], mask[~mine])
-        obs, mask, seat, rewards, done = env.step(actions)
-        new = np.asarray(done) & ~finished
-        result[new] = np.asarray(rewards)[new, team]
-        finished |= np.asarray(done)
-    return result
-
-
-def evaluate(
-    policy: BatchPolicyFn,
-    opponent: BatchPolicyFn,
-    n_deals: int,
-    seed: int,
-    env_factory: EnvFactory = make_env,
-) -> dict[str, float]:
-    """Duplicate-deal match on the batched engine: every deal is played twice, the policy on
-    each team once. The per-deal result is the policy team's mean raw points over both
-    seatings. Returns mean points/hand, the 95% CI half-width (the arena's t interval,
-    :func:`agents.evaluation.arena.mean_ci`) and the number of deals."""
-    sides = [play_first_hands(policy, opponent, t, n_deals, seed, env_factory) for t in (0, 1)]
-    mean, low, high = mean_ci((sides[0] + sides[1]) / 2.0)
-    return {"mean": mean, "ci95": (high - low) / 2, "deals": float(n_deals)}
-
-
-def evaluate_model(
-    model: ActorCritic,
-    cfg: Config,
-    device: torch.device,
-    with_rule: bool,
-    env_factory: EnvFactory = make_env,
-) -> dict[str, float]:
-    """Points/hand of the greedy policy vs random (and vs rule-based) on the fixed deal set
-    ``eval_seed``: through the arena's :func:`~agents.evaluation.arena.duel` or on the batched
-    engine.
-    An ``opponent_agent`` other than rule or random is evaluated against too
-    (``eval_opponent_*``: the learning curve against the agent a run exploits)."""
+def evaluate(model: ActorCritic, cfg: Config, device: torch.device) -> dict[str, float]:
+    """Points/hand (and 95% CI half-width) of the greedy policy vs random, vs rule-based and,
+    for an ``opponent_agent`` other than those two, vs it (``eval_opponent_*``: the learning
+    curve against the agent a run exploits): the arena's duplicate :func:`duel` on the fixed
+    deal set ``eval_seed``."""
     model.eval()
-    names = ("random", "rule") if with_rule else ("random",)
-    other = eval_name(cfg.opponent_agent) == "opponent"
+    me = PPOAgent.from_model(model, device=str(device), seed=0)
+    against: dict[str, Agent | str] = {"random": "random", "rule": "rule"}
+    if cfg.opponent_eval_name == "opponent":
+        against["opponent"] = make_opponent_agent(cfg.opponent_agent, cfg.eval_seed)
     out: dict[str, float] = {}
-    if cfg.eval_backend == "arena":
-        me = PPOAgent.from_model(model, device=str(device), seed=0)
-        against: dict[str, Agent | str] = {name: name for name in names}
-        if other:
-            against["opponent"] = make_opponent_agent(cfg.opponent_agent, cfg.eval_seed)
-        for name, agent in against.items():
-            result = duel(me, agent, n_deals=cfg.eval_deals, seed=cfg.eval_seed)
-            out[f"eval_{name}_mean"], out[f"eval_{name}_ci95"] = result.mean, result.ci_half_width
-        return out
-    eval_rng = np.random.default_rng(cfg.eval_seed)
-    opponents: dict[str, BatchPolicyFn] = {"random": lambda o, m: random_legal_actions(m, eval_rng)}
-    if with_rule:
-        opponents["rule"] = make_rule_agent(cfg.eval_seed).act_batch
-    if other:
-        opponents["opponent"] = make_opponent_agent(cfg.opponent_agent, cfg.eval_seed).act_batch
-    for name, opp in opponents.items():
-        r = evaluate(greedy_policy(model, device), opp, cfg.eval_deals, cfg.eval_seed, env_factory)
-        out[f"eval_{name}_mean"], out[f"eval_{name}_ci95"] = r["mean"], r["ci95"]
+    for name, agent in against.items():
+        result = duel(me, agent, n_deals=cfg.eval_deals, seed=cfg.eval_seed)
+        out[f"eval_{name}_mean"], out[f"eval_{name}_ci95"] = result.mean, result.ci_half_width
     return out
 
 
-# ----------------------------------------------------------------------------- checkpoints and logs
-RESUME_OVERRIDES = (
-    "total_minutes", "total_updates", "resume", "progress", "device", "torch_threads",
-    "run_dir", "run_name", "exp_name", "export_path",
-)  # fmt: skip
-"""Config fields a ``--resume`` takes from the command line; all others come from the
-checkpoint, so a resumed run cannot silently change its hyper-parameters."""
-
-CHECKPOINT_NAME = "checkpoint.pt"
-"""The newest full checkpoint of a run (in ``runs/NAME/``)."""
-PREVIOUS_NAME = "checkpoint.prev.pt"
-"""The one before it: what ``--resume`` falls back to when the newest is unreadable."""
-CSV_NAME = "metrics.csv"
-SAVE_DELAY_ENV = "BUTIFARRA_PPO_SAVE_DELAY"
-"""Fault-injection hook for tests: seconds to pause half-way through writing each checkpoint
-file (so that a test can kill the process mid-write). Unset in normal use."""
-
-
-class RunRefused(ValueError):
-    """A run that cannot start as asked (it exists, it has no readable checkpoint, its budget
-    is spent, an output path is not its own...). Raised before anything was changed."""
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped :meth:`Trainer.train` after it saved a final checkpoint (the message
-    says where, and how to resume)."""
-
-
-def resumed_config(cfg: Config, saved: Mapping[str, Any]) -> Config:
-    """The run's own settings (``saved``, from its checkpoint), except RESUME_OVERRIDES."""
-    own = {k: v for k, v in saved.items() if k in Config.__dataclass_fields__}
-    merged = Config(**{**own, **{k: getattr(cfg, k) for k in RESUME_OVERRIDES}})
-    merged.validate()
-    return merged
-
-
-def save_torch(
-    obj: Mapping[str, object],
-    path: str | os.PathLike[str],
-    before_replace: Callable[[], None] | None = None,
-) -> None:
-    """torch.save, atomically (a crash never leaves a torn checkpoint). ``before_replace``
-    runs once the new file is completely written, just before it takes ``path``'s place."""
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    data = buffer.getbuffer()
-    with atomic_writer(path, "wb") as f:
-        f.write(data[: len(data) // 2])
-        f.flush()
-        _fault_injection_pause()
-        f.write(data[len(data) // 2 :])
-        if before_replace is not None:
-            before_replace()
-
-
-def _fault_injection_pause() -> None:
-    try:
-        delay = float(os.environ.get(SAVE_DELAY_ENV) or 0)
-    except ValueError:
-        delay = 0.0
-    if delay > 0:
-        time.sleep(delay)
-
-
-def keep_previous(newest: Path, previous: Path) -> None:
-    """Make ``previous`` a copy of ``newest`` (a hard link where the file system allows one,
-    else a copy), atomically: the rotation step just before a new checkpoint replaces
-    ``newest``, so the last two good checkpoints exist at every moment."""
-    link = previous.with_name(f".{previous.name}.{os.getpid()}.link.tmp")
-    link.unlink(missing_ok=True)
-    try:
-        os.link(newest, link)
-    except OSError:
-        with atomic_writer(previous, "wb") as f, open(newest, "rb") as src:
-            shutil.copyfileobj(src, f)
-        return
-    os.replace(link, previous)
-
-
-def set_aside(path: Path) -> Path:
-    """Rename ``path`` to a free ``NAME.unreadable[.N]`` beside it (kept, never deleted)."""
-    for n in range(1000):
-        target = path.with_name(f"{path.name}.unreadable" + (f".{n}" if n else ""))
-        if not target.exists():
-            os.replace(path, target)
-            return target
-    raise RunRefused(f"too many unreadable checkpoints kept beside {str(path)!r}; remove some")
-
-
-def check_training_checkpoint(data: Checkpoint, path: Path) -> None:
-    """ValueError (naming ``path``) unless ``data`` holds everything a resume needs."""
-    fields_needed = (
-        ("update", int), ("global_step", int), ("hands", int), ("elapsed_s", (int, float)),
-        ("config", dict), ("optimizer", dict), ("snapshots", list), ("rng", dict),
-    )  # fmt: skip
-    try:
-        for key, kind in fields_needed:
-            if isinstance(data.get(key), bool) or not isinstance(data.get(key), kind):
-                raise ValueError(f"{key!r} is missing or of the wrong type")
-        for i, snapshot in enumerate(data["snapshots"]):
-            try:
-                check_weights(snapshot, check_arch(data["arch"]))
-            except ValueError as exc:
-                raise ValueError(f"snapshot {i}: {exc}") from exc
-        rng = data["rng"]
-        if not isinstance(rng.get("torch"), torch.Tensor) or not isinstance(rng.get("numpy"), dict):
-            raise ValueError("'rng' must hold the torch and numpy generator states")
-    except ValueError as exc:
-        raise ValueError(
-            f"checkpoint {str(path)!r} is not a complete training checkpoint: {exc}"
-        ) from exc
-
-
-def load_resume_checkpoint(out_dir: Path) -> tuple[Checkpoint | None, Path | None, list[str]]:
-    """The newest readable full checkpoint of a run: ``checkpoint.pt``, else
-    ``checkpoint.prev.pt``, with the reasons a newer one was passed over; ``(None, None, [])``
-    when the run has none yet. RunRefused when it has some but none is readable."""
-    newest, previous = out_dir / CHECKPOINT_NAME, out_dir / PREVIOUS_NAME
-    problems: list[str] = []
-    for path in (newest, previous):
-        if not path.exists():
-            if path == newest and previous.exists():
-                problems.append(f"checkpoint {str(newest)!r} is missing")
-            continue
-        try:
-            data = load_checkpoint(path)
-            check_training_checkpoint(data, path)
-        except ValueError as exc:
-            problems.append(str(exc))
-            continue
-        return data, path, problems
-    if problems:
-        raise RunRefused(f"cannot resume: no readable checkpoint ({'; '.join(problems)})")
-    return None, None, []
-
-
-def existing_run_files(out_dir: Path) -> list[str]:
-    """The files of a run already in ``out_dir`` (a new run must not start there)."""
-    if not out_dir.is_dir():
-        return []
-    prefixes = ("checkpoint", CSV_NAME, "events.out.tfevents.")
-    return sorted(p.name for p in out_dir.iterdir() if p.name.startswith(prefixes))
-
-
-def clean_stale_temps(out_dir: Path) -> list[Path]:
-    """Remove the temporary files interrupted writes left in a run folder: ``.NAME.*.tmp``
-    (``atomic_writer``) and ``NAME.*.tmp`` (older versions). Only called at the start of a
-    run, when nothing else writes there."""
-    stale = set(out_dir.glob(".*.tmp"))
-    for name in (CHECKPOINT_NAME, PREVIOUS_NAME, CSV_NAME):
-        stale |= set(out_dir.glob(f"{name}.*.tmp"))
-    removed = sorted(p for p in stale if p.is_file())
-    for p in removed:
-        p.unlink(missing_ok=True)
-    return removed
-
-
-def check_writable_folder(path: Path, what: str) -> None:
-    """RunRefused unless ``path`` is (or can be created as) a folder we may write in."""
-    existing = path
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise RunRefused(f"{what} {str(path)!r} cannot be created: {str(existing)!r} is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise RunRefused(f"{what} {str(path)!r} is not writable ({str(existing)!r} is not)")
-
-
-def check_export_path(export_path: str | None, run_id: str, own_files: list[Path]) -> None:
-    """RunRefused unless ``export_path`` can be written without destroying anything: a new
-    file in a writable folder, or an agent checkpoint an earlier session of this run wrote."""
-    if export_path is None:
-        return
-    path = Path(export_path)
-    if path.resolve() in {f.resolve() for f in own_files}:
-        raise RunRefused(f"--export-path {export_path!r} is one of the run's own files")
-    if path.is_dir():
-        raise RunRefused(f"--export-path {export_path!r} is a folder; give a file name")
-    check_writable_folder(path.parent, "--export-path folder")
-    if not path.exists():
-        return
-    hint = "pass another --export-path or move that file away (nothing was changed)"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnverifiedCheckpointWarning)
-            data = load_checkpoint(path)
-    except ValueError as exc:
-        raise RunRefused(
-            f"--export-path {export_path!r} exists and is not a {CHECKPOINT_FORMAT} checkpoint "
-            f"({exc}); {hint}"
-        ) from exc
-    if data.get("run_id") != run_id:
-        raise RunRefused(
-            f"--export-path {export_path!r} exists and holds another run's checkpoint; {hint}"
-        )
-
-
-SHIPPED = "shipped"
-"""``init_from`` value naming the shipped PPO weights (``make_agent("ppo")``'s checkpoint)."""
-ARCH_FIELDS = (
-    "hidden", "layers", "central_value", "canonical_suits", "mask_input", "belief",
-    "card_features", "card_head",
-)  # fmt: skip
-"""Config fields that define the network (an ``init_from`` checkpoint's ``arch`` sets them)."""
-
-
-def arch_settings(cfg: Config) -> dict[str, Any]:
-    """The :data:`ARCH_FIELDS` of ``cfg`` by name: the keywords of ActorCritic and make_arch."""
-    return {k: getattr(cfg, k) for k in ARCH_FIELDS}
-
-
-def init_checkpoint(init_from: str) -> Checkpoint:
-    """The agent checkpoint ``init_from`` names ("shipped" or a path), loaded and verified
-    (``weights_only=True``; :func:`~agents.ppo_net.load_checkpoint`); RunRefused if unusable."""
-    path = DEFAULT_PPO_CHECKPOINT if init_from == SHIPPED else Path(init_from)
-    try:
-        return load_checkpoint(path)
-    except ValueError as exc:
-        raise RunRefused(
-            f'init_from {init_from!r}: {exc} (give an agent checkpoint or "shipped")'
-        ) from exc
-
-
-def init_arch(init_from: str) -> dict[str, Any]:
-    """The :data:`ARCH_FIELDS` settings of the network in ``init_from``'s checkpoint."""
-    arch = dict(check_arch(init_checkpoint(init_from)["arch"]))
-    return {k: arch[k] for k in ARCH_FIELDS}
-
-
-def arch_flags(settings: Mapping[str, Any]) -> str:
-    """``--hidden 256 --no-mask-input``...: the flags that ask for these network settings."""
-    flags = []
-    for k in ARCH_FIELDS:
-        name, v = k.replace("_", "-"), settings[k]
-        if isinstance(v, bool):
-            flags.append(f"--{name}" if v else f"--no-{name}")
-        else:
-            flags.append(f"--{name} {v}")
-    return " ".join(flags)
-
-
-def load_init_weights(cfg: Config) -> dict[str, torch.Tensor] | None:
-    """The weights of ``cfg.init_from`` (None without one); RunRefused when the file is not a
-    usable agent checkpoint or holds another network than the one ``cfg`` asks for."""
-    if cfg.init_from is None:
-        return None
-    data = init_checkpoint(cfg.init_from)
-    theirs = {k: dict(check_arch(data["arch"]))[k] for k in ARCH_FIELDS}
-    ours = arch_settings(cfg)
-    if theirs != ours:
-        differ = ", ".join(
-            f"{k}={theirs[k]!r} (asked: {ours[k]!r})" for k in ARCH_FIELDS if theirs[k] != ours[k]
-        )
-        raise RunRefused(
-            f"init_from {cfg.init_from!r} holds another network: {differ}; leave these flags "
-            f"out or pass {arch_flags(theirs)} (nothing was changed)"
-        )
-    return dict(data["model"])
-
-
-def budget_progress(cfg: Config, update: int, elapsed_s: float) -> float:
-    """Share of the budget spent at ``update``/``elapsed_s``: the larger of the update and
-    wall-clock shares (a time-limited run's schedule follows the clock)."""
-    shares = [0.0]
-    if cfg.total_updates:
-        shares.append(update / cfg.total_updates)
-    if cfg.total_minutes:
-        shares.append(elapsed_s / (60.0 * cfg.total_minutes))
-    return min(1.0, max(shares))
-
-
-def budget_spent(cfg: Config, update: int, elapsed_s: float) -> bool:
-    """The update or wall-clock budget of ``cfg`` is used up at ``update``/``elapsed_s``."""
-    if cfg.total_updates and update >= cfg.total_updates:
-        return True
-    return bool(cfg.total_minutes) and elapsed_s >= cfg.total_minutes * 60
-
-
-def budget_spent_message(cfg: Config, out_dir: Path, update: int, elapsed_s: float) -> str:
-    spent = []
-    if cfg.total_updates and update >= cfg.total_updates:
-        spent.append(f"update {update} of --total-updates {cfg.total_updates}")
-    if cfg.total_minutes and elapsed_s >= cfg.total_minutes * 60:
-        spent.append(f"{elapsed_s / 60:.2f} of --total-minutes {cfg.total_minutes:g}")
-    return (
-        f"run {str(out_dir)!r} has already spent its budget ({' and '.join(spent)}); to "
-        f"train it further, --resume with a larger --total-updates or --total-minutes "
-        f"(nothing was changed)"
-    )
-
-
-def resume_command(cfg: Config) -> str:
-    """The command line that continues this run with the same budget, threads and export."""
-    args = [
-        "python", "-m", "train.ppo", "--run-dir", cfg.run_dir, "--run-name", cfg.name,
-        "--total-updates", str(cfg.total_updates), "--total-minutes", f"{cfg.total_minutes:g}",
-    ]  # fmt: skip
-    if cfg.torch_threads:
-        args += ["--torch-threads", str(cfg.torch_threads)]
-    if cfg.export_path:
-        args += ["--export-path", cfg.export_path]
-    return shlex.join(args + ["--resume"])
-
-
+# ----------------------------------------------------------------------------- run folder
 CSV_FIELDS = (
     "update", "global_step", "hands", "minutes", "steps_per_second", "batch_transitions",
     "train_vs_snapshot", "train_vs_rule", "train_vs_random",
@@ -1371,371 +844,186 @@ CSV_FIELDS = (
 )  # fmt: skip
 """metrics.csv columns (new ones go last: a resumed run's older file is rewritten with them)."""
 TB_GROUPS = {
-    **{k: "losses" for k in ("loss_policy", "loss_value", "entropy", "approx_kl", "clipfrac")},
-    "loss_belief": "losses",
-    "loss_teacher": "losses",
-    **{k: "charts" for k in ("explained_variance", "learning_rate")},
-    **{k: "charts" for k in ("steps_per_second", "batch_transitions", "hands", "minutes")},
+    **{k: "losses" for k in CSV_FIELDS if k.startswith("loss_")},
+    **{k: "losses" for k in ("entropy", "approx_kl", "clipfrac")},
+    **{k: "charts" for k in ("explained_variance", "learning_rate", "steps_per_second")},
+    **{k: "charts" for k in ("batch_transitions", "hands", "minutes")},
     **{k: "eval" for k in CSV_FIELDS if k.startswith("eval_")},
     **{k: "train" for k in CSV_FIELDS if k.startswith("train_vs_")},
 }
 """TensorBoard tag group of each logged metric."""
 
 
-def trim_csv(path: Path, update: int) -> None:
-    """Drop the rows of ``path`` newer than ``update`` (a resumed run redoes them) and any
-    row torn by a kill mid-append; a run starting at update 0 starts the file afresh. A file
-    written before columns were added gets today's header (its rows blank there)."""
-    if not path.exists():
-        return
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        rows = list(reader)
-        header = reader.fieldnames
+@dataclass
+class Counters:
+    """How far a run is: saved in every checkpoint, restored on resume."""
 
-    def kept(row: dict[str, str | None]) -> bool:
-        if None in row.values() or None in row:  # too few or too many fields: a torn row
-            return False
-        u = row.get("update") or ""
-        return u.isdigit() and int(u) <= update
-
-    keep = [r for r in rows if kept(r)] if update else []
-    if len(keep) != len(rows) or update == 0 or header != list(CSV_FIELDS):
-        with atomic_writer(path, "w") as out:
-            w = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(keep)
-
-
-def append_csv(path: Path, metrics: Mapping[str, float]) -> None:
-    """One row of ``metrics`` (CSV_FIELDS; blank where absent); the header on a new file."""
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        if new:
-            w.writeheader()
-        w.writerow({k: metrics.get(k, "") for k in CSV_FIELDS})
+    update: int = 0
+    global_step: int = 0
+    hands: int = 0
+    elapsed_s: float = 0.0
+    """Wall-clock seconds of training and evaluation, summed over resumes."""
 
 
 # ----------------------------------------------------------------------------- the loop
-def setup_torch(cfg: Config) -> torch.device:
-    """Threads, determinism and seed of torch; returns the device to train on."""
-    torch.set_num_threads(cfg.torch_threads or min(2, os.cpu_count() or 1))
-    if cfg.deterministic:
-        torch.use_deterministic_algorithms(True)
-    if cfg.device == "auto":
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    else:
-        device = torch.device(cfg.device)
-    torch.manual_seed(cfg.seed)
-    return device
+def train(
+    cfg: Config,
+    on_update: Callable[[dict[str, float]], None] | None = None,
+    *,
+    opponent: Agent | None = None,
+    teacher: Agent | None = None,
+    env_factory: EnvFactory = make_env,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Train until the budget is spent; returns the last metrics row (a :data:`CSV_FIELDS`
+    subset, also logged to metrics.csv and TensorBoard).
 
+    Every check comes first (:func:`prepare_run`: RunRefused, a ValueError, before anything
+    is written). ``cfg.resume`` continues ``runs/NAME/checkpoint.pt`` (or the previous one
+    when the newest is unreadable) exactly where it stopped. ``on_update(metrics)`` is called
+    after every update (its time counts towards the budget; an exception from it stops the
+    run, the last regular checkpoint kept). ``opponent`` and ``teacher`` replace the agents
+    ``cfg.opponent_agent`` and ``cfg.teacher`` would build (the evaluation still builds its
+    own); ``clock`` gives the seconds the budget counts.
 
-@contextlib.contextmanager
-def deferred_interrupt() -> Iterator[list[int]]:
-    """While training, the first Ctrl-C (SIGINT) is only noted in the yielded list: the loop
-    finishes the update in progress (a half-done update cannot be saved consistently), saves
-    a checkpoint and stops. A second Ctrl-C interrupts at once. Signals can only be caught in
-    the main thread; elsewhere Ctrl-C behaves as usual."""
-    hits: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield hits
-        return
+    Ctrl-C finishes the update in progress, saves a checkpoint and raises
+    :class:`TrainingInterrupted` (a KeyboardInterrupt) saying how to resume; a second
+    Ctrl-C stops at once (the last regular checkpoint stays)."""
+    from tqdm import tqdm
 
-    def on_sigint(signum: int, frame: object) -> None:
-        hits.append(signum)
-        if len(hits) > 1:
-            raise KeyboardInterrupt
-        os.write(2, b"\ninterrupted: finishing this update, then saving a checkpoint "
-                 b"(Ctrl-C again to stop at once, without one)\n")  # fmt: skip
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield hits
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-class Trainer:
-    """One run: model, optimiser, opponent pool, engine and logs; :meth:`train` runs it.
-
-    ``Trainer(cfg)`` checks everything before it changes anything, and raises
-    :class:`RunRefused` (a ValueError) when the run cannot start as asked: a new run whose
-    folder already holds a run, a ``resume`` whose checkpoints are all unreadable or whose
-    budget is spent, an ``export_path`` that is not this run's. With ``cfg.resume`` it
-    continues from ``runs/NAME/checkpoint.pt`` (or ``checkpoint.prev.pt`` when the newest is
-    unreadable, saying so on stderr). Progress counters (``update``, ``global_step``,
-    ``hands``, ``elapsed`` seconds, ``last_metrics``) are attributes, for callbacks such as
-    a live plot.
-    """
-
-    def __init__(self, cfg: Config, env_factory: EnvFactory = make_env) -> None:
-        cfg.validate()
-        out_dir = Path(cfg.run_dir) / cfg.name
-        ckpt_path, prev_path = out_dir / CHECKPOINT_NAME, out_dir / PREVIOUS_NAME
-        check_writable_folder(out_dir, "run folder")
-        resume, resumed_from = None, None
-        problems: list[str] = []
-        if cfg.resume:
-            resume, resumed_from, problems = load_resume_checkpoint(out_dir)
-        elif found := existing_run_files(out_dir):
-            raise RunRefused(
-                f"run folder {str(out_dir)!r} already holds a run ({', '.join(found[:3])}); "
-                f"pass --resume to continue it, or another --run-name for a new run "
-                f"(nothing was changed)"
-            )
-        if resume is not None:  # the run's own settings win, except the budget knobs
-            cfg = self._resumed_settings(cfg, resume, resumed_from, out_dir)
-        run_id = str(resume.get("run_id") or "") if resume is not None else ""
-        self.run_id = run_id or uuid.uuid4().hex
-        """Identifies the run in its checkpoints and exports (an export path may only be
-        overwritten by the run that wrote it)."""
-        check_export_path(cfg.export_path, self.run_id, [ckpt_path, prev_path, out_dir / CSV_NAME])
-        init_weights = load_init_weights(cfg) if resume is None else None
-        # Every check passed: from here on the run folder is ours to write.
-        if problems:
-            print(
-                f"warning: {'; '.join(problems)}: resuming from the previous checkpoint "
-                f"{str(resumed_from)!r} (update {resume['update'] if resume else 0})",
-                file=sys.stderr,
-            )
-        elif cfg.resume and resume is None:
-            print(
-                f"note: {str(out_dir)!r} has no checkpoint yet: starting at update 0",
-                file=sys.stderr,
-            )
-        self.cfg = cfg
-        self.env_factory = env_factory
-        self.device = setup_torch(cfg)
-        self.rng = np.random.default_rng(cfg.seed)
-        self.model = model_for(cfg).to(self.device)
-        if init_weights is not None:
-            self.model.load_state_dict(init_weights)
-        self.pool = OpponentPool(
-            snapshot_model=model_for(cfg).to(self.device),
-            fixed=(
-                make_opponent_agent(cfg.opponent_agent, cfg.seed)
-                if cfg.uses_fixed_agent()
-                else None
-            ),
-            teacher=None if cfg.teacher is None else make_opponent_agent(cfg.teacher, cfg.seed),
-        )
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learning_rate, eps=1e-5)
-        self.update = self.global_step = self.hands = 0
-        self.elapsed = 0.0
-        self.last_metrics: dict[str, float] = {}
-        self.rollouts: RolloutState | None = None
-        self.out_dir = out_dir
-        self.ckpt_path = ckpt_path
-        self.prev_path = prev_path
-        self.csv_path = out_dir / CSV_NAME
-        self.resumed_from = resumed_from
-        """The checkpoint this run continued from (None for a run from scratch)."""
-        self._newest_unreadable = resumed_from == prev_path and ckpt_path.exists()
-        if resume is not None and resumed_from is not None:
-            self._restore(resume, resumed_from)
-        self._saved_update = self.update
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        for stale in clean_stale_temps(self.out_dir):
-            print(f"note: removed {str(stale)!r}, left by an interrupted write", file=sys.stderr)
-        trim_csv(self.csv_path, self.update)
-        self.writer: SummaryWriter | None = None
-        if cfg.tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(str(self.out_dir), purge_step=self.update + 1)
-        self._clock = time.perf_counter()
-
-    @staticmethod
-    def _resumed_settings(
-        cfg: Config, resume: Checkpoint, path: Path | None, out_dir: Path
-    ) -> Config:
-        """The resumed run's config; RunRefused if it is invalid or its budget is spent."""
+    run = prepare_run(cfg)
+    cfg = run.cfg
+    device = setup_torch(cfg)
+    rng = np.random.default_rng(cfg.seed)
+    model = model_for(cfg).to(device)
+    if run.init is not None:
+        model.load_state_dict(run.init)
+    if opponent is None and cfg.uses_fixed_agent():
+        opponent = make_opponent_agent(cfg.opponent_agent, cfg.seed)
+    if teacher is None and cfg.teacher is not None:
+        teacher = make_opponent_agent(cfg.teacher, cfg.seed)
+    pool = OpponentPool(model_for(cfg).to(device), opponent, teacher)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=1e-5)
+    at = Counters()
+    metrics: dict[str, float] = {}
+    if run.resume is not None:  # model, optimiser, snapshots, counters and RNG states
+        path = str(run.resumed_from)
         try:
-            merged = resumed_config(cfg, resume["config"])
-        except (TypeError, ValueError) as exc:
-            raise RunRefused(f"checkpoint {str(path)!r} holds invalid settings: {exc}") from exc
-        if make_arch(**arch_settings(merged)) != check_arch(resume["arch"]):
-            raise RunRefused(f"checkpoint {str(path)!r}: its settings do not match its network")
-        if budget_spent(merged, resume["update"], resume["elapsed_s"]):
-            raise RunRefused(
-                budget_spent_message(merged, out_dir, resume["update"], resume["elapsed_s"])
-            )
-        return merged
-
-    def done(self) -> bool:
-        """The update or wall-clock budget is spent."""
-        return budget_spent(self.cfg, self.update, self.elapsed)
-
-    def train(self, on_update: Callable[[Trainer], None] | None = None) -> dict[str, float]:
-        """Run until the budget is spent; returns the last metrics row. ``on_update(self)``
-        is called after every update (its time counts towards the budget).
-
-        Ctrl-C finishes the update in progress, saves a checkpoint and raises
-        :class:`TrainingInterrupted` (a KeyboardInterrupt) saying how to resume; a second
-        Ctrl-C stops at once (the last regular checkpoint stays)."""
-        from tqdm import tqdm
-
-        cfg = self.cfg
-        bar = tqdm(
-            total=cfg.total_updates or None,
-            initial=self.update,
-            disable=not cfg.progress,
-            unit="upd",
-        )
-        self._clock = time.perf_counter()
-        try:
-            with deferred_interrupt() as interrupts:
-                while not self.done() and not interrupts:
-                    self.last_metrics = self.train_one_update()
-                    self._log(self.last_metrics)
-                    if self.update % cfg.checkpoint_every == 0 or self.done():
-                        self.save()
-                    self._save_milestones()
-                    bar.update(1)
-                    bar.set_postfix(self._postfix())
-                    if on_update is not None:
-                        on_update(self)
-                if interrupts and self._saved_update != self.update:
-                    self.save()
-        finally:
-            bar.close()
-            if self.writer is not None:
-                self.writer.flush()
-        if interrupts:
-            raise TrainingInterrupted(self._interrupted_message())
-        if self.writer is not None:
-            self.writer.close()
-        return self.last_metrics
-
-    def _interrupted_message(self) -> str:
-        if not self.ckpt_path.exists():
-            return f"interrupted at update {self.update}: no checkpoint to save yet"
-        return (
-            f"interrupted: saved checkpoint {str(self.ckpt_path)!r} (update {self.update}); "
-            f"continue with: {resume_command(self.cfg)}"
-        )
-
-    def train_one_update(self) -> dict[str, float]:
-        """Rollout, PPO update and (every ``eval_every`` updates) evaluation; the metrics."""
-        cfg = self.cfg
-        progress = budget_progress(cfg, self.update, self.elapsed)
-        if self.rollouts is None or self.update % cfg.checkpoint_every == 0:
-            self.rollouts = start_rollouts(
-                cfg, self.update, self.env_factory, self.rng, self.pool, progress
-            )
-        self.rollouts.probs = cfg.opponent_probs(progress)
-        self.rollouts.ask_teacher = cfg.asks_teacher(progress)
-        self.rollouts.teach_bids_only = cfg.teacher_weight(progress) <= 0
-        if self.update % cfg.snapshot_every == 0:
-            self.pool.add_snapshot(self.model, cfg.snapshot_pool)
-        batch, stats = collect_rollout(
-            self.rollouts, self.model, self.pool, cfg, self.rng, self.device
-        )
-        metrics: dict[str, float] = {}
-        if batch is not None:
-            metrics = ppo_update(self.model, self.optimizer, batch, cfg, progress, self.device)
-        steps = cfg.num_envs * cfg.num_steps
-        self.update += 1
-        self.global_step += steps
-        self.hands += int(stats.hands.sum())
-        now = time.perf_counter()
-        dt, self._clock = now - self._clock, now
-        self.elapsed += dt
-        metrics |= stats.metrics()
-        metrics |= {"update": self.update, "global_step": self.global_step, "hands": self.hands}
-        metrics |= {"minutes": self.elapsed / 60.0, "steps_per_second": steps / max(dt, 1e-9)}
-        if cfg.eval_every and self.update % cfg.eval_every == 0:
-            metrics |= self._evaluate()
-        return metrics
-
-    def _evaluate(self) -> dict[str, float]:
-        t0 = time.perf_counter()
-        out = evaluate_model(self.model, self.cfg, self.device, True, self.env_factory)
-        out["eval_seconds"] = time.perf_counter() - t0
-        self._clock = time.perf_counter()  # evaluation time is counted here, not in dt
-        self.elapsed += out["eval_seconds"]
-        return out
-
-    def _log(self, metrics: dict[str, float]) -> None:
-        append_csv(self.csv_path, metrics)
-        if self.writer is not None:
-            for k, v in metrics.items():
-                if k in TB_GROUPS and not math.isnan(v):
-                    self.writer.add_scalar(f"{TB_GROUPS[k]}/{k}", v, self.update)
-
-    def _postfix(self) -> dict[str, str]:
-        evals = (f"eval_{name}_mean" for name in ("random", "rule", "opponent"))
-        shown = ("entropy", "train_vs_rule", *evals)
-        m = self.last_metrics
-        return {k: f"{m[k]:.3g}" for k in shown if k in m} | {"min": f"{self.elapsed / 60:.1f}"}
-
-    def save(self) -> None:
-        """Full checkpoint (everything a bit-exact resume needs), written atomically after
-        the current one became ``checkpoint.prev.pt``; and, with ``export_path``, the agent
-        checkpoint (the model alone). Both carry the run id and a fingerprint."""
-        info = {
-            "update": self.update,
-            "global_step": self.global_step,
-            "hands": self.hands,
-            "elapsed_s": self.elapsed,
-            "metrics": {k: float(v) for k, v in self.last_metrics.items()},
-            "run_id": self.run_id,
-        }
-        training = {
-            "optimizer": self.optimizer.state_dict(),
-            "snapshots": self.pool.snapshots,
-            "rng": {"torch": torch.get_rng_state(), "numpy": self.rng.bit_generator.state},
-        }
-        full = model_payload(self.model, asdict(self.cfg), info | training)
-        rotate: Callable[[], None] | None = None
-        if self.ckpt_path.exists() and self._newest_unreadable:
-            kept = set_aside(self.ckpt_path)  # never rotate it over the good previous one
-            print(f"note: kept the unreadable checkpoint as {str(kept)!r}", file=sys.stderr)
-        elif self.ckpt_path.exists():
-            ckpt, prev = self.ckpt_path, self.prev_path
-            rotate = lambda: keep_previous(ckpt, prev)  # noqa: E731
-        self._newest_unreadable = False
-        save_torch(full, self.ckpt_path, before_replace=rotate)
-        self._saved_update = self.update
-        if self.cfg.export_path:
-            save_torch(model_payload(self.model, asdict(self.cfg), info), self.cfg.export_path)
-
-    def milestone_path(self, minutes: float) -> Path:
-        """Where the model as of ``minutes`` of training is kept (``model_at_10min.pt``)."""
-        return self.out_dir / f"model_at_{minutes:g}min.pt"
-
-    def _save_milestones(self) -> None:
-        """Write the model once for each milestone the run has just passed (a file that is
-        already there, from before a resume, is kept as it is)."""
-        for minutes in self.cfg.milestone_minutes:
-            path = self.milestone_path(minutes)
-            if self.elapsed >= 60.0 * minutes and not path.exists():
-                info = {"update": self.update, "elapsed_s": self.elapsed, "run_id": self.run_id}
-                save_torch(model_payload(self.model, asdict(self.cfg), info), path)
-
-    def _restore(self, data: Checkpoint, path: Path) -> None:
-        """Model, optimiser, snapshot pool, counters and RNG states of a full checkpoint."""
-        try:
-            self.model.load_state_dict(model_from_checkpoint(data, path).state_dict())
-            self.optimizer.load_state_dict(data["optimizer"])
-            self.pool.snapshots = list(data["snapshots"])
-            torch.set_rng_state(data["rng"]["torch"])
-            self.rng.bit_generator.state = data["rng"]["numpy"]
+            model.load_state_dict(model_from_checkpoint(run.resume, path).state_dict())
+            optimizer.load_state_dict(run.resume["optimizer"])
+            pool.snapshots = list(run.resume["snapshots"])
+            torch.set_rng_state(run.resume["rng"]["torch"])
+            rng.bit_generator.state = run.resume["rng"]["numpy"]
         except (KeyError, TypeError, RuntimeError, ValueError) as exc:
-            raise RunRefused(f"checkpoint {str(path)!r} cannot be restored: {exc}") from exc
-        self.update = int(data["update"])
-        self.global_step = int(data["global_step"])
-        self.hands = int(data["hands"])
-        self.elapsed = float(data["elapsed_s"])
-        self.last_metrics = dict(data.get("metrics", {}))
+            raise RunRefused(f"checkpoint {path!r} cannot be restored: {exc}") from exc
+        at = Counters(*(run.resume[k] for k in ("update", "global_step", "hands", "elapsed_s")))
+        metrics = dict(run.resume.get("metrics", {}))
+    # Every check passed: from here on the run folder is ours to write.
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    names = ("checkpoint.pt", "checkpoint.prev.pt", "metrics.csv")
+    for stale in run_folder.clean_stale_temps(cfg.out_dir, names):
+        print(f"note: removed {str(stale)!r}, left by an interrupted write", file=sys.stderr)
+    run_folder.repair_csv(cfg.csv_path, CSV_FIELDS, at.update)
+    writer = run_folder.open_tensorboard(cfg.out_dir, at.update, cfg.tensorboard)
+
+    def save() -> None:
+        """Full checkpoint (everything a bit-exact resume needs; the one it replaces becomes
+        checkpoint.prev.pt) and, with ``export_path``, the agent checkpoint (the model)."""
+        info = asdict(at) | {"metrics": {k: float(v) for k, v in metrics.items()}}
+        info |= {"run_id": run.run_id}
+        rng_states = {"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state}
+        training = {"optimizer": optimizer.state_dict(), "snapshots": pool.snapshots}
+        full = model_payload(model, asdict(cfg), info | training | {"rng": rng_states})
+        kept = run_folder.save_rotating(
+            full, cfg.checkpoint_path, run.previous_path, run.newest_unreadable
+        )
+        if kept is not None:
+            print(f"note: kept the unreadable checkpoint as {str(kept)!r}", file=sys.stderr)
+        run.newest_unreadable = False
+        if cfg.export_path:
+            run_folder.save_torch(model_payload(model, asdict(cfg), info), cfg.export_path)
+
+    def save_milestones() -> None:
+        """The model, once, as of each ``milestone_minutes`` the run has just passed."""
+        for minutes in cfg.milestone_minutes:
+            path = cfg.out_dir / f"model_at_{minutes:g}min.pt"
+            if at.elapsed_s >= 60.0 * minutes and not path.exists():
+                info = {"update": at.update, "elapsed_s": at.elapsed_s, "run_id": run.run_id}
+                run_folder.save_torch(model_payload(model, asdict(cfg), info), path)
+
+    bar = tqdm(total=cfg.total_updates or None, initial=at.update, disable=not cfg.progress)
+    saved_update, rollouts = at.update, None
+    last = clock()
+    try:
+        with run_folder.deferred_interrupt() as interrupts:
+            while not budget_spent(cfg.total_updates, cfg.total_minutes, at.update, at.elapsed_s):
+                if interrupts:
+                    break
+                progress = budget_progress(
+                    cfg.total_updates, cfg.total_minutes, at.update, at.elapsed_s
+                )
+                if rollouts is None or at.update % cfg.checkpoint_every == 0:
+                    rollouts = start_rollouts(cfg, at.update, env_factory, rng, pool, progress)
+                rollouts.probs = cfg.opponent_probs(progress)
+                rollouts.ask_teacher = cfg.asks_teacher(progress)
+                rollouts.teach_bids_only = cfg.teacher_weight(progress) <= 0
+                if at.update % cfg.snapshot_every == 0:
+                    pool.add_snapshot(model, cfg.snapshot_pool)
+                batch, stats = collect_rollout(rollouts, model, pool, cfg, rng, device)
+                metrics = {}
+                if batch is not None:
+                    metrics = ppo_update(model, optimizer, batch, cfg, progress, device)
+                steps = cfg.num_envs * cfg.num_steps
+                at.update += 1
+                at.global_step += steps
+                at.hands += int(stats.hands.sum())
+                now = clock()
+                dt, last = now - last, now
+                at.elapsed_s += dt
+                metrics |= stats.metrics() | {"minutes": at.elapsed_s / 60.0}
+                metrics |= {"update": at.update, "global_step": at.global_step, "hands": at.hands}
+                metrics["steps_per_second"] = steps / max(dt, 1e-9)
+                if cfg.eval_every and at.update % cfg.eval_every == 0:
+                    metrics |= evaluate(model, cfg, device)
+                    now = clock()
+                    metrics["eval_seconds"], last = now - last, now
+                    at.elapsed_s += metrics["eval_seconds"]
+                run_folder.append_csv(cfg.csv_path, CSV_FIELDS, metrics)
+                run_folder.log_scalars(writer, metrics, TB_GROUPS, at.update)
+                spent = budget_spent(cfg.total_updates, cfg.total_minutes, at.update, at.elapsed_s)
+                if at.update % cfg.checkpoint_every == 0 or spent:
+                    save()
+                    saved_update = at.update
+                save_milestones()
+                bar.update(1)
+                shown = ("entropy", "train_vs_rule", "eval_random_mean", "eval_rule_mean")
+                bar.set_postfix({k: f"{metrics[k]:.3g}" for k in shown if k in metrics})
+                if on_update is not None:
+                    on_update(dict(metrics))
+            if interrupts and saved_update != at.update:
+                save()
+    finally:
+        bar.close()
+        if writer is not None:
+            writer.flush()
+    if interrupts:
+        if not cfg.checkpoint_path.exists():
+            raise TrainingInterrupted(f"interrupted at update {at.update}: no checkpoint yet")
+        raise TrainingInterrupted(
+            f"interrupted: saved checkpoint {str(cfg.checkpoint_path)!r} (update {at.update}); "
+            f"continue with: {cfg.resume_command()}"
+        )
+    if writer is not None:
+        writer.close()
+    return metrics
 
 
+# ----------------------------------------------------------------------------- main
 def parse_config(argv: list[str] | None = None) -> Config:
     """The Config of a command line (tyro). With ``--init-from`` (and no ``--resume``) the
     architecture flags default to the checkpoint's network, so that a flag given explicitly
-    and contradicting it is the one error (:func:`load_init_weights`). RunRefused when the
-    ``--init-from`` file is unusable."""
+    and contradicting it is the one error. RunRefused when the ``--init-from`` file is
+    unusable."""
     import tyro
 
     description = (__doc__ or "").split("\n\n")[0]
@@ -1752,26 +1040,21 @@ def main(argv: list[str] | None = None) -> None:
     a final checkpoint, how to resume, exit status 130."""
     try:
         cfg = parse_config(argv)
-        trainer = Trainer(cfg)
-    except ValueError as exc:
+        metrics = train(cfg)
+    except RunRefused as exc:  # every refusal comes before anything is written
         print("error: " + " ".join(str(exc).split()), file=sys.stderr)
         raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        print("interrupted while starting the run; nothing was trained", file=sys.stderr)
-        raise SystemExit(130) from None
-    try:
-        metrics = trainer.train()
     except TrainingInterrupted as exc:
         print(exc, file=sys.stderr)
         raise SystemExit(130) from None
     except KeyboardInterrupt:
-        last = (
-            f"the last checkpoint is {str(trainer.ckpt_path)!r}; "
-            if trainer.ckpt_path.exists()
-            else ""
-        )
+        if "cfg" not in locals():
+            print("interrupted while starting the run; nothing was trained", file=sys.stderr)
+            raise SystemExit(130) from None
+        path = cfg.checkpoint_path
+        last = f"the last checkpoint is {str(path)!r}; " if path.exists() else ""
         print(f"interrupted at once: no final checkpoint; {last}continue with: "
-              f"{resume_command(trainer.cfg)}", file=sys.stderr)  # fmt: skip
+              f"{cfg.resume_command()}", file=sys.stderr)  # fmt: skip
         raise SystemExit(130) from None
     print({k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
 

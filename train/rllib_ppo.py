@@ -1,18 +1,26 @@
 """Self-play PPO for Butifarra on Ray RLlib's new API stack, on one machine or a cluster.
 
-One shared policy plays all four seats (action masking inside the model), optionally
-against frozen snapshots of itself and the rule-based agent, chosen per hand through RLlib's
-policy mapping. The network is the project's own :class:`agents.ppo_net.ActorCritic`
+One shared policy plays all four seats (action masking inside the model), against itself,
+frozen snapshots of itself, the rule-based agent or the random agent, drawn per hand through
+RLlib's policy mapping. The network is the project's own :class:`agents.ppo_net.ActorCritic`
 wrapped as an RLModule, so the export is a ``butifarra-ppo`` checkpoint:
 ``butifarra arena ppo:runs/NAME/export.pt rule`` plays it, as notebooks can.
+
+The settings speak ``train/ppo.py``'s vocabulary: a knob that means the same thing there has
+the same flag (``--learning-rate``, ``--clip-coef``, ``--ent-coef``, ``--max-grad-norm``,
+``--update-epochs``, ``--total-minutes``, ``--opp-rule``, ``--opp-random``...); RLlib's own
+(env runners, learners, the cluster address) keep RLlib's words. The run folder (refusals,
+checkpoint rotation, the CSV log, TensorBoard, Ctrl-C) is :mod:`train.run_folder`, shared
+with ``train/ppo.py``; the fast sampler is :mod:`train.rllib_sampler`.
 
 It reads top to bottom: settings -> RLModules -> league mapping -> the RLlib config ->
 the Ray session -> run files (checkpoints, export, logs) -> evaluation -> the loop -> main.
 
 Usage::
 
-    python -m train.rllib_ppo --minutes 10                       # local Ray on this machine
-    python -m train.rllib_ppo --address HEAD:6379 --num-env-runners 16 --minutes 60
+    python -m train.rllib_ppo --help
+    python -m train.rllib_ppo --total-minutes 10                 # local Ray on this machine
+    python -m train.rllib_ppo --address HEAD:6379 --num-env-runners 16 --total-minutes 60
     python -m train.rllib_ppo --run-name NAME --resume           # continue a run
 
 A run lives in ``runs/NAME/``: ``settings.json`` (its hyper-parameters), RLlib checkpoints
@@ -25,22 +33,19 @@ iteration, saves, and says how to resume. Guide: ``docs/distributed.md``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import csv
 import dataclasses
+import io
 import json
 import math
 import os
-import shlex
-import shutil
 import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 import ray
@@ -55,118 +60,141 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 
 from agents.evaluation.arena import duel
 from agents.ppo_agent import PPOAgent
-from agents.ppo_net import ActorCritic, masked_logits, model_payload
+from agents.ppo_net import MAX_HIDDEN, MAX_LAYERS, ActorCritic, masked_logits, model_payload
 from agents.registry import make_agent
 from butifarra_env.core.fileio import atomic_write_text
+from butifarra_env.core.validate import check_int, check_number
 from butifarra_env.integrations.rllib import (
     MASK_KEY,
     OBS_KEY,
     SHARED_POLICY,
     BatchedHandsEnv,
-    BatchedHandsEnvRunner,
     PettingZooHandEnv,
     parse_agent_id,
 )
-from train.ppo import (
+from train.rllib_sampler import BatchedHandsEnvRunner
+from train.run_folder import (
     RunRefused,
     TrainingInterrupted,
+    append_csv,
     check_export_path,
     check_writable_folder,
+    clean_stale_folders,
+    clean_stale_temps,
     deferred_interrupt,
+    existing_run_files,
+    log_scalars,
+    newest_readable,
+    open_tensorboard,
+    repair_csv,
+    resume_command,
+    save_rotating_folder,
     save_torch,
 )
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
-PATHS = ("fast", "batched", "pettingzoo")
+EnvPath = Literal["fast", "batched", "pettingzoo"]
+PATHS: tuple[str, ...] = get_args(EnvPath)
 """How env runners sample: ``fast`` = :class:`BatchedHandsEnv` with
-:class:`BatchedHandsEnvRunner` (bulk bookkeeping); ``batched`` = the same env on RLlib's own
-``MultiAgentEnvRunner``; ``pettingzoo`` = one ``butifarra_v0`` hand per env (the plain path)."""
+:class:`~train.rllib_sampler.BatchedHandsEnvRunner` (bulk bookkeeping); ``batched`` = the
+same env on RLlib's own ``MultiAgentEnvRunner``; ``pettingzoo`` = one ``butifarra_v0`` hand
+per env (the plain path)."""
 RULE_POLICY = "rule"
 """Module id of the rule-based opponent."""
+RANDOM_POLICY = "random"
+"""Module id of the uniformly random opponent."""
 
 
 # ----------------------------------------------------------------------------- settings
 @dataclass
 class Settings:
-    """Every knob of a run; each is a flag (``python -m train.rllib_ppo --help``)."""
+    """Every knob of an RLlib run; each is a flag (``python -m train.rllib_ppo --help``).
+    Names are those of ``train/ppo.py``'s ``Config`` wherever a knob means the same there."""
 
     run_name: str | None = None
-    """Folder under run_dir; default rllib_ppo_s{seed}. --resume continues it."""
+    """Folder name under run_dir; default rllib_ppo_s{seed}. --resume continues it."""
     run_dir: str = "runs"
     """Where runs live (RUN_DIR/NAME/: checkpoints, export, metrics, TensorBoard)."""
     seed: int = 1
     """Seeds RLlib (torch, numpy, env runners), the deals and the opponent draws."""
+    torch_threads: int = 1
+    """torch threads of the driver (learner, local sampling); 0 = min(2, CPU count)."""
+    total_minutes: float = 10.0
+    """Wall-clock training budget in minutes, summed over resumes; 0 = no time limit."""
+    total_updates: int = 0
+    """Stop after this many PPO updates (RLlib iterations) in total; 0 = no limit."""
+
     address: str | None = None
-    """Ray cluster to join (HOST:PORT or 'auto'); default: start a local Ray on 127.0.0.1."""
-    env_path: str = "fast"
-    """fast (batched engine, bulk episodes), batched (same env, RLlib's runner), pettingzoo."""
+    """RLlib only: Ray cluster to join (HOST:PORT, 'auto'); default: a local Ray, 127.0.0.1."""
+    env_path: EnvPath = "fast"
+    """RLlib only: fast (bulk episodes), batched (RLlib's runner), pettingzoo (1 hand/env)."""
     num_env_runners: int = 2
-    """Env runner actors (0: sample in the driver process)."""
+    """RLlib only: env runner actors (0: sample in the driver process)."""
     num_hands: int = 64
-    """Hands in play at once per env runner (fast and batched paths)."""
+    """RLlib only: hands in play at once per env runner (fast and batched paths)."""
     num_learners: int = 0
-    """Learner actors (0: learn in the driver process). With GPUs: 1 per GPU."""
+    """RLlib only: learner actors (0: learn in the driver process). With GPUs: 1 per GPU."""
     gpus_per_learner: float = 0.0
-    """GPUs per learner (with --num-learners 0: a GPU for the driver's learner)."""
-    iterations: int = 0
-    """Stop after this many training iterations in total (0: no limit)."""
-    minutes: float = 10.0
-    """Wall-clock budget in minutes, summed over resumes (0: no limit)."""
+    """RLlib only: GPUs per learner (with num_learners 0: a GPU for the driver's learner)."""
+    object_store_mb: int = 256
+    """RLlib only: object store of a local Ray in MB (ignored with --address)."""
     train_batch: int = 8192
-    """Decisions (agent steps) per training iteration, all runners together."""
+    """RLlib only: decisions (agent steps) per PPO update, all env runners together."""
     minibatch: int = 2048
-    """Decisions per SGD minibatch."""
-    epochs: int = 2
-    """Passes over each training batch."""
-    lr: float = 5e-4
+    """RLlib only: decisions per SGD minibatch."""
+
+    hidden: int = 256
+    """Width of the MLP trunk (ActorCritic)."""
+    layers: int = 2
+    """Hidden layers in the MLP trunk."""
+    learning_rate: float = 8e-4
     """Adam step size."""
     gamma: float = 1.0
-    """Discount per own decision: 1.0, the hand's score undiscounted."""
+    """Discount per own decision (a hand is short; 1.0 = undiscounted hand score)."""
     gae_lambda: float = 0.95
     """GAE lambda along each seat's own decisions."""
-    clip: float = 0.2
-    """PPO ratio clipping."""
-    entropy: float = 0.01
-    """Entropy bonus (over legal actions only)."""
-    vf_coef: float = 0.5
-    """Value-loss weight."""
-    grad_clip: float = 0.5
-    """Global gradient-norm clipping."""
     reward_scale: float = 1.0 / 36.0
-    """Hand score difference (up to +-1152 points) times this is the reward."""
-    hidden: int = 256
-    """Width of the ActorCritic MLP."""
-    layers: int = 2
-    """Hidden layers of the ActorCritic MLP."""
-    opp_self: float = 0.5
-    """Share of hands in pure self-play (all four seats learn)."""
-    opp_snapshot: float = 0.1
-    """Share of hands against a frozen snapshot of the shared policy."""
-    opp_rule: float = 0.4
+    """Rewards (raw team score difference, up to +-1152) are multiplied by this for learning."""
+    update_epochs: int = 2
+    """Passes over each batch."""
+    clip_coef: float = 0.2
+    """PPO ratio clipping."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus (entropy over legal actions only)."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clipping (0 = none)."""
+
+    opp_self: float = 0.05
+    """Share of hands in pure self-play (all four seats are the learner)."""
+    opp_snapshot: float = 0.0
+    """Share of hands against a frozen snapshot of the policy."""
+    opp_rule: float = 0.9
     """Share of hands against the rule-based agent."""
-    snapshots: int = 2
-    """Frozen snapshot modules (refreshed round-robin)."""
+    opp_random: float = 0.05
+    """Share of hands against the uniformly random agent."""
     snapshot_every: int = 10
-    """Copy the shared policy into the oldest snapshot every this many iterations."""
+    """Copy the current policy into the oldest snapshot every this many updates."""
+    snapshot_pool: int = 2
+    """Snapshots kept (each an RLlib module on every env runner; the oldest is replaced)."""
+
     eval_every: int = 20
-    """Duplicate-deal evaluation against the rule-based agent every this many iterations
-    (0: never)."""
+    """Evaluate vs the rule-based agent every this many updates (0 = never)."""
     eval_deals: int = 500
-    """Duplicate deals per evaluation (each played twice, seats swapped)."""
+    """Duplicate deals per interval evaluation (each played with both seatings)."""
     eval_seed: int = 12345
-    """Seed of the fixed evaluation deals."""
+    """Seed of the fixed evaluation deal set."""
     checkpoint_every: int = 5
-    """RLlib checkpoint (and export) every this many iterations, and at the end."""
+    """Checkpoint (and export) every this many updates, at the end and on Ctrl-C."""
     export_path: str | None = None
-    """Where to write the agent checkpoint; default runs/NAME/export.pt."""
+    """Agent checkpoint to write (default runs/NAME/export.pt); never another run's file."""
     resume: bool = False
-    """Continue runs/NAME from its newest readable checkpoint."""
-    torch_threads: int = 1
-    """torch threads in the driver (learner and local sampling); 1 is best on shared cores."""
-    object_store_mb: int = 256
-    """Object store of a local Ray (ignored with --address)."""
+    """Continue runs/NAME from its newest readable checkpoint (else a used name is refused)."""
+    tensorboard: bool = True
+    """Write TensorBoard events next to the CSV log."""
 
     @property
     def name(self) -> str:
@@ -180,62 +208,103 @@ class Settings:
     def export(self) -> Path:
         return Path(self.export_path) if self.export_path else self.out_dir / "export.pt"
 
-    def opponent_probs(self) -> tuple[float, float, float]:
-        """(self, snapshot, rule) shares, normalised."""
-        p = (self.opp_self, self.opp_snapshot, self.opp_rule)
+    def opponent_probs(self) -> tuple[float, float, float, float]:
+        """(self, snapshot, rule, random) shares, normalised."""
+        p = (self.opp_self, self.opp_snapshot, self.opp_rule, self.opp_random)
         total = sum(p)
-        return (p[0] / total, p[1] / total, p[2] / total)
+        return (p[0] / total, p[1] / total, p[2] / total, p[3] / total)
 
     def validate(self) -> None:
-        """ValueError naming the first bad flag, before anything starts."""
-        ints = {
-            "num_hands": 1, "train_batch": 1, "minibatch": 1, "epochs": 1, "hidden": 1,
-            "layers": 1, "snapshots": 1, "snapshot_every": 1, "eval_deals": 1,
-            "checkpoint_every": 1, "torch_threads": 1, "object_store_mb": 64,
-            "num_env_runners": 0, "iterations": 0, "eval_every": 0, "seed": 0, "eval_seed": 0,
-            "num_learners": 0,
-        }  # fmt: skip
-        for name, low in ints.items():
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise ValueError(f"--{flag(name)} must be an integer >= {low}, got {v!r}")
-        positive = ("lr", "clip", "reward_scale")
-        for name in positive:
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"--{flag(name)} must be a finite number > 0, got {v!r}")
-        for name in ("entropy", "vf_coef", "grad_clip", "minutes", "opp_self", "opp_snapshot",
-                     "opp_rule", "gpus_per_learner"):  # fmt: skip
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"--{flag(name)} must be a finite number >= 0, got {v!r}")
+        """ValueError naming the first bad field, before anything starts (the messages are
+        ``train/ppo.py``'s for the fields the two share)."""
+        bounded = {"hidden": MAX_HIDDEN, "layers": MAX_LAYERS}
+        positive_ints = (
+            "num_hands", "train_batch", "minibatch", "update_epochs", "hidden", "layers",
+            "snapshot_pool", "snapshot_every", "checkpoint_every", "eval_deals",
+        )  # fmt: skip
+        for name in positive_ints:
+            check_int(name, getattr(self, name), 1, bounded.get(name))
+        counts = ("total_updates", "eval_every", "torch_threads", "seed", "eval_seed",
+                  "num_env_runners", "num_learners")  # fmt: skip
+        for name in counts:
+            check_int(name, getattr(self, name), 0)
+        check_int("object_store_mb", self.object_store_mb, 64)
+        check_number("total_minutes", self.total_minutes, 0.0, lo_inclusive=True)
+        if self.total_minutes == 0 and self.total_updates == 0:
+            raise ValueError("set total_minutes > 0 or total_updates > 0, or the run never ends")
+        for name in ("learning_rate", "clip_coef", "reward_scale"):
+            check_number(name, getattr(self, name), 0.0)
         for name in ("gamma", "gae_lambda"):
             v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"--{flag(name)} must be in [0, 1], got {v!r}")
-        if self.iterations == 0 and self.minutes == 0:
-            raise ValueError("set --iterations > 0 or --minutes > 0, or the run never ends")
-        if self.opp_self + self.opp_snapshot + self.opp_rule <= 0:
-            raise ValueError("--opp-self, --opp-snapshot and --opp-rule cannot all be 0")
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+                raise ValueError(f"{name} must be in [0, 1], got {v!r}")
+        for name in ("ent_coef", "vf_coef", "max_grad_norm", "gpus_per_learner"):
+            check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
+        for name in ("opp_self", "opp_snapshot", "opp_rule", "opp_random"):
+            check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
+        if self.opp_self + self.opp_snapshot + self.opp_rule + self.opp_random <= 0:
+            raise ValueError("opp_self, opp_snapshot, opp_rule, opp_random must not all be 0")
         if self.minibatch > self.train_batch:
             raise ValueError(
-                f"--minibatch ({self.minibatch}) must not exceed --train-batch ({self.train_batch})"
+                f"minibatch ({self.minibatch}) must not exceed train_batch ({self.train_batch})"
             )
         if self.env_path not in PATHS:
-            raise ValueError(f"--env-path must be one of {', '.join(PATHS)}, got {self.env_path!r}")
-        if self.run_name is not None and (not self.run_name or "/" in self.run_name):
-            raise ValueError(f"--run-name must be a plain folder name, got {self.run_name!r}")
+            raise ValueError(f"env_path must be one of {', '.join(PATHS)}, got {self.env_path!r}")
+        v = self.run_name
+        if v is not None and (
+            not isinstance(v, str) or v in ("", ".", "..") or any(c in v for c in "/\\\0")
+        ):
+            raise ValueError(f"run_name must be a plain folder name (no '/'), got {v!r}")
+        for name in ("run_dir", "export_path"):
+            v = getattr(self, name)
+            if not (v is None and name == "export_path") and (not isinstance(v, str) or not v):
+                raise ValueError(f"{name} must be a non-empty path, got {v!r}")
 
 
 RESUME_OVERRIDES = (
-    "iterations", "minutes", "resume", "address", "num_env_runners", "torch_threads",
+    "total_updates", "total_minutes", "resume", "address", "num_env_runners", "torch_threads",
     "export_path", "object_store_mb", "run_dir", "run_name", "num_learners", "gpus_per_learner",
 )  # fmt: skip
 """Settings a ``--resume`` takes from the command line; all others are the run's own."""
+RENAMED = {
+    "iterations": "total_updates", "minutes": "total_minutes", "epochs": "update_epochs",
+    "lr": "learning_rate", "clip": "clip_coef", "entropy": "ent_coef",
+    "grad_clip": "max_grad_norm", "snapshots": "snapshot_pool",
+}  # fmt: skip
+"""Settings of older versions of this trainer and their names now (``train/ppo.py``'s)."""
 
 
-def flag(name: str) -> str:
-    return name.replace("_", "-")
+def parse_settings(argv: list[str] | None = None) -> Settings:
+    """The Settings of a command line (tyro; ``--help`` documents every field). A bad flag is
+    a ValueError with tyro's message on one line."""
+    import tyro
+
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return tyro.cli(
+                Settings,
+                args=argv,
+                prog="python -m train.rllib_ppo",
+                description=(__doc__ or "").split("\n\n")[0],
+            )
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            raise
+        raise ValueError(f"{_one_line(captured.getvalue())} (see --help)") from None
+
+
+def _one_line(box: str) -> str:
+    """The message of a tyro error box: its first section, without the frame."""
+    lines: list[str] = []
+    for line in box.splitlines()[1:]:
+        text = line.strip().strip("│╭╮╰╯").strip()
+        if not text or set(text) <= set("─"):
+            if lines:
+                break
+            continue
+        lines.append(text)
+    return " ".join(" ".join(lines).split()) or " ".join(box.split())
 
 
 # ----------------------------------------------------------------------------- RLModules
@@ -271,11 +340,14 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI):
         return self.net(obs[OBS_KEY], obs[MASK_KEY])[1]
 
 
-class RuleModule(RLModule):
-    """The rule-based agent (:mod:`agents.rule_based`, batched) as a frozen RLlib module."""
+class FixedAgentModule(RLModule):
+    """A fixed agent of the registry (``model_config["agent"]``: ``rule``, the batched
+    rule-based agent, or ``random``), seeded by ``model_config["seed"]``, as a frozen RLlib
+    module."""
 
     def setup(self) -> None:
-        self.agent = make_agent("rule", seed=int((self.model_config or {}).get("seed", 0)))
+        cfg = dict(self.model_config or {})
+        self.agent = make_agent(str(cfg.get("agent", "rule")), seed=int(cfg.get("seed", 0)))
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         obs = np.asarray(batch[Columns.OBS][OBS_KEY]).astype(np.uint8)
@@ -283,7 +355,7 @@ class RuleModule(RLModule):
         return {Columns.ACTIONS: torch.from_numpy(self.agent.act_batch(obs, mask))}
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        raise NotImplementedError("the rule-based module is not trainable")
+        raise NotImplementedError("a fixed agent's module is not trainable")
 
 
 # ----------------------------------------------------------------------------- league
@@ -293,11 +365,16 @@ def snapshot_id(i: int) -> str:
 
 class LeagueMapping:
     """RLlib ``policy_mapping_fn``: per hand (episode), all four seats play the shared policy
-    (probability ``p_self``), or one team does and the other is a snapshot or the rule-based
-    agent. Draws come from a seeded generator, once per episode, so a hand's four agents
-    agree; the last draws are cached by episode id."""
+    (probability ``probs[0]``), or one team does and the other is a snapshot, the rule-based
+    agent or the random agent (``probs[1:]``, the order of ``train/ppo.py``'s opponents).
+    Draws come from a seeded generator, once per episode, so a hand's four agents agree; the
+    last draws are cached by episode id."""
 
-    def __init__(self, probs: tuple[float, float, float], snapshots: int, seed: int) -> None:
+    KINDS = ("self", "snapshot", RULE_POLICY, RANDOM_POLICY)
+
+    def __init__(self, probs: tuple[float, ...], snapshots: int, seed: int) -> None:
+        if len(probs) != len(self.KINDS):
+            raise ValueError(f"probs must be {len(self.KINDS)} shares {self.KINDS}, got {probs}")
         self.probs = np.asarray(probs, float)
         self.snapshots = snapshots
         self.seed = seed
@@ -317,18 +394,23 @@ class LeagueMapping:
         return SHARED_POLICY if team < 0 or seat % 2 == team else opponent
 
     def _draw(self, rng: np.random.Generator) -> tuple[int, str]:
-        kind = int(rng.choice(3, p=self.probs))
+        kind = int(rng.choice(len(self.KINDS), p=self.probs))
         team = int(rng.integers(2))
         if kind == 0:
             return -1, SHARED_POLICY
         if kind == 1:
             return team, snapshot_id(int(rng.integers(self.snapshots)))
-        return team, RULE_POLICY
+        return team, self.KINDS[kind]
 
 
 # ----------------------------------------------------------------------------- RLlib config
+FIXED_AGENTS = (RULE_POLICY, RANDOM_POLICY)
+"""Module ids of the fixed agents (their registry names)."""
+
+
 def module_ids(s: Settings) -> list[str]:
-    return [SHARED_POLICY, *(snapshot_id(i) for i in range(s.snapshots)), RULE_POLICY]
+    snapshots = (snapshot_id(i) for i in range(s.snapshot_pool))
+    return [SHARED_POLICY, *snapshots, RULE_POLICY, RANDOM_POLICY]
 
 
 def build_config(s: Settings) -> PPOConfig:
@@ -336,8 +418,10 @@ def build_config(s: Settings) -> PPOConfig:
     runners = s.num_env_runners
     net = {"hidden": s.hidden, "layers": s.layers}
     specs = {mid: RLModuleSpec(module_class=ActorCriticModule, model_config=net)
-             for mid in module_ids(s) if mid != RULE_POLICY}  # fmt: skip
-    specs[RULE_POLICY] = RLModuleSpec(module_class=RuleModule, model_config={"seed": s.seed})
+             for mid in module_ids(s) if mid not in FIXED_AGENTS}  # fmt: skip
+    for mid in FIXED_AGENTS:
+        fixed = {"agent": mid, "seed": s.seed}
+        specs[mid] = RLModuleSpec(module_class=FixedAgentModule, model_config=fixed)
     env_config: dict[str, Any] = {"reward_scale": s.reward_scale, "seed": s.seed}
     per_runner = math.ceil(s.train_batch / max(1, runners))
     if s.env_path == "pettingzoo":
@@ -365,20 +449,20 @@ def build_config(s: Settings) -> PPOConfig:
         .training(
             train_batch_size_per_learner=s.train_batch,
             minibatch_size=s.minibatch,
-            num_epochs=s.epochs,
-            lr=s.lr,
+            num_epochs=s.update_epochs,
+            lr=s.learning_rate,
             gamma=s.gamma,
             lambda_=s.gae_lambda,
-            clip_param=s.clip,
-            entropy_coeff=s.entropy,
+            clip_param=s.clip_coef,
+            entropy_coeff=s.ent_coef,
             vf_loss_coeff=s.vf_coef,
             vf_clip_param=1e6,  # returns are scaled; clipping the squared error drops gradients
-            grad_clip=s.grad_clip or None,
+            grad_clip=s.max_grad_norm or None,
             use_kl_loss=False,
         )
         .multi_agent(
             policies=module_ids(s),
-            policy_mapping_fn=LeagueMapping(s.opponent_probs(), s.snapshots, s.seed),
+            policy_mapping_fn=LeagueMapping(s.opponent_probs(), s.snapshot_pool, s.seed),
             policies_to_train=[SHARED_POLICY],
             count_steps_by="agent_steps",
         )
@@ -473,7 +557,11 @@ CSV_FIELDS = (
     "iteration", "decisions", "hands", "minutes", "decisions_per_s", "sample_s", "learn_s",
     "episode_len_mean", "train_vs_snapshot", "train_vs_rule", "policy_loss", "vf_loss",
     "entropy", "vf_explained_var", "eval_rule_mean", "eval_rule_ci95", "eval_s",
+    "train_vs_random",
 )  # fmt: skip
+"""metrics.csv columns (new ones go last: a resumed run's older file gets today's header)."""
+TB_GROUPS = {k: "eval" if k.startswith("eval_") else "train" for k in CSV_FIELDS[1:]}
+"""TensorBoard tag group of each logged metric (``iteration`` is the step)."""
 
 
 @dataclass
@@ -500,47 +588,31 @@ def read_progress(folder: Path) -> Progress:
 
 def newest_checkpoint(out_dir: Path) -> tuple[Path | None, Progress | None, list[str]]:
     """``checkpoint/``, else ``checkpoint.prev/``, with its progress and the reasons a newer
-    one was passed over; ``(None, None, [])`` when the run has no checkpoint yet."""
-    problems: list[str] = []
-    for name in (CHECKPOINT_DIR, PREVIOUS_DIR):
-        folder = out_dir / name
-        if not folder.is_dir():
-            if name == CHECKPOINT_DIR and (out_dir / PREVIOUS_DIR).is_dir():
-                problems.append(f"checkpoint {str(folder)!r} is missing")
-            continue
-        try:
-            return folder, read_progress(folder), problems
-        except ValueError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise RunRefused(f"cannot resume: no readable checkpoint ({'; '.join(problems)})")
-    return None, None, []
+    one was passed over; ``(None, None, [])`` when the run has no checkpoint yet; RunRefused
+    when it has some but none is readable."""
+    progress, folder, problems = newest_readable(
+        out_dir / CHECKPOINT_DIR, out_dir / PREVIOUS_DIR, read_progress
+    )
+    return folder, progress, problems
 
 
-def save_checkpoint(algo: Algorithm, out_dir: Path, progress: Progress) -> Path:
-    """RLlib checkpoint plus progress into a hidden folder, then rotated into place: the
-    newest becomes ``checkpoint.prev/`` and the new one ``checkpoint/``. Every moment one
-    complete checkpoint exists (``checkpoint/``, else ``checkpoint.prev/``)."""
-    new = out_dir / f".{CHECKPOINT_DIR}.new.{os.getpid()}"
-    old = out_dir / f".{CHECKPOINT_DIR}.old.{os.getpid()}"
-    for stale in (new, old):
-        shutil.rmtree(stale, ignore_errors=True)
-    algo.save_to_path(str(new.resolve()))
-    atomic_write_text(new / PROGRESS_NAME, json.dumps(asdict(progress), indent=1))
-    current, previous = out_dir / CHECKPOINT_DIR, out_dir / PREVIOUS_DIR
-    if current.is_dir():
-        if previous.exists():
-            os.replace(previous, old)
-        os.replace(current, previous)
-    os.replace(new, current)
-    shutil.rmtree(old, ignore_errors=True)
+def save_checkpoint(
+    algo: Algorithm, out_dir: Path, progress: Progress, newest_unreadable: bool = False
+) -> Path:
+    """RLlib checkpoint plus progress, rotated into place (:func:`train.run_folder.
+    save_rotating_folder`): the newest becomes ``checkpoint.prev/`` (set aside instead when
+    ``newest_unreadable``) and the new one ``checkpoint/``. Every moment one complete
+    checkpoint exists (``checkpoint/``, else ``checkpoint.prev/``)."""
+
+    def write(folder: Path) -> None:
+        algo.save_to_path(str(folder.resolve()))
+        atomic_write_text(folder / PROGRESS_NAME, json.dumps(asdict(progress), indent=1))
+
+    current = out_dir / CHECKPOINT_DIR
+    kept = save_rotating_folder(write, current, out_dir / PREVIOUS_DIR, newest_unreadable)
+    if kept is not None:
+        print(f"note: the unreadable {str(current)!r} was kept as {str(kept)!r}", file=sys.stderr)
     return current
-
-
-def clean_stale(out_dir: Path) -> None:
-    """Hidden leftovers of interrupted saves (only at start, when nothing else writes)."""
-    for path in out_dir.glob(f".{CHECKPOINT_DIR}.*"):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def export_agent(algo: Algorithm, s: Settings, progress: Progress) -> Path:
@@ -555,25 +627,6 @@ def export_agent(algo: Algorithm, s: Settings, progress: Progress) -> Path:
     }
     save_torch(model_payload(net, asdict(s), extra), s.export)
     return s.export
-
-
-def trim_csv(path: Path, iteration: int) -> None:
-    """Drop the rows after ``iteration`` (a resumed run redoes them)."""
-    if not path.exists():
-        return
-    with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= iteration]
-    lines = [",".join(CSV_FIELDS)] + [",".join(r.get(k, "") for k in CSV_FIELDS) for r in rows]
-    atomic_write_text(path, "\n".join(lines) + "\n")
-
-
-def append_csv(path: Path, metrics: Mapping[str, float]) -> None:
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        if new:
-            w.writeheader()
-        w.writerow({k: metrics.get(k, "") for k in CSV_FIELDS})
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -606,7 +659,7 @@ def iteration_metrics(result: Mapping[str, Any], reward_scale: float) -> dict[st
         "sample_s": timers.get("env_runner_sampling_timer", math.nan),
         "learn_s": timers.get("learner_update_timer", math.nan),
     }
-    for kind in ("snapshot", "rule"):
+    for kind in ("snapshot", RULE_POLICY, RANDOM_POLICY):
         rewards = [v for k, v in modules.items() if k.startswith(kind)]
         if rewards:  # an opponent module's return is its two seats' rewards: minus ours
             out[f"train_vs_{kind}"] = -float(np.mean(rewards)) / 2 / reward_scale
@@ -615,7 +668,7 @@ def iteration_metrics(result: Mapping[str, Any], reward_scale: float) -> dict[st
 
 # ----------------------------------------------------------------------------- the loop
 class Run:
-    """One run. The constructor checks everything (flags, run folder, checkpoints, export
+    """One run. The constructor checks everything (settings, run folder, checkpoints, export
     path, budget) and raises RunRefused before anything is written; :meth:`train` then runs
     in the caller's Ray session."""
 
@@ -623,13 +676,15 @@ class Run:
         s.validate()
         out_dir = s.out_dir
         check_writable_folder(out_dir, "run folder")
-        folder, progress, problems = None, None, []
+        folder: Path | None = None
+        progress: Progress | None = None
+        problems: list[str] = []
         if s.resume and (out_dir / SETTINGS_NAME).exists():
-            folder, progress, problems = newest_checkpoint(out_dir)
             s = self._resumed_settings(s, out_dir)
+            folder, progress, problems = newest_checkpoint(out_dir)
         elif s.resume:
             print(f"note: {str(out_dir)!r} holds no run yet: starting one", file=sys.stderr)
-        elif found := sorted(p.name for p in out_dir.glob("*")) if out_dir.is_dir() else []:
+        elif found := existing_run_files(out_dir, prefixes=("",)):  # any file at all
             raise RunRefused(
                 f"run folder {str(out_dir)!r} already holds a run ({', '.join(found[:3])}); "
                 f"pass --resume to continue it, or another --run-name for a new run "
@@ -639,72 +694,110 @@ class Run:
         own = [out_dir / CSV_NAME, out_dir / SETTINGS_NAME]
         check_export_path(str(s.export), self.progress.run_id, own)
         if self.budget_spent(s):
-            raise RunRefused(
-                f"run {str(out_dir)!r} has already spent its budget (iteration "
-                f"{self.progress.iteration}, {self.progress.elapsed_s / 60:.2f} minutes); "
-                f"--resume with a larger --iterations or --minutes (nothing was changed)"
-            )
+            raise RunRefused(self._budget_spent_message(s, out_dir))
         self.s, self.out_dir, self.resume_from, self.problems = s, out_dir, folder, problems
+        self.newest_unreadable = (
+            folder is not None
+            and folder.name == PREVIOUS_DIR
+            and (out_dir / CHECKPOINT_DIR).exists()
+        )
 
     @staticmethod
     def _resumed_settings(s: Settings, out_dir: Path) -> Settings:
+        """The run's own settings from its settings.json, except RESUME_OVERRIDES (taken from
+        the command line). RunRefused for a file this version cannot read: unreadable, or
+        with settings it does not know (an older version's names, :data:`RENAMED`)."""
         path = out_dir / SETTINGS_NAME
         try:
             saved = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise RunRefused(f"cannot resume: {str(path)!r} is unreadable ({exc})") from exc
+        if not isinstance(saved, dict):
+            raise RunRefused(f"cannot resume: {str(path)!r} does not hold a settings object")
         known = {f.name for f in fields(Settings)}
-        own = {k: v for k, v in saved.items() if k in known and k not in RESUME_OVERRIDES}
+        unknown = sorted(set(saved) - known)
+        if unknown:
+            named = [f"{k!r} (now {RENAMED[k]!r})" if k in RENAMED else repr(k) for k in unknown]
+            raise RunRefused(
+                f"cannot resume: {str(path)!r} holds settings this train.rllib_ppo does not "
+                f"know: {', '.join(named)}; it was written by an older version (settings now "
+                f"use train/ppo.py's names), which can resume it; or start a new run "
+                f"(nothing was changed)"
+            )
+        own = {k: v for k, v in saved.items() if k not in RESUME_OVERRIDES}
         merged = dataclasses.replace(s, **own)
         merged.validate()
         return merged
 
+    def _budget_spent_message(self, s: Settings, out_dir: Path) -> str:
+        """Why a ``--resume`` of a finished run is refused (``train/ppo.py``'s words)."""
+        p, spent = self.progress, []
+        if s.total_updates and p.iteration >= s.total_updates:
+            spent.append(f"update {p.iteration} of --total-updates {s.total_updates}")
+        if s.total_minutes and p.elapsed_s >= s.total_minutes * 60:
+            spent.append(f"{p.elapsed_s / 60:.2f} of --total-minutes {s.total_minutes:g}")
+        return (
+            f"run {str(out_dir)!r} has already spent its budget ({' and '.join(spent)}); to "
+            f"train it further, --resume with a larger --total-updates or --total-minutes "
+            f"(nothing was changed)"
+        )
+
     def budget_spent(self, s: Settings | None = None) -> bool:
         s = s or self.s
         p = self.progress
-        return bool(s.iterations and p.iteration >= s.iterations) or bool(
-            s.minutes and p.elapsed_s >= s.minutes * 60
+        return bool(s.total_updates and p.iteration >= s.total_updates) or bool(
+            s.total_minutes and p.elapsed_s >= s.total_minutes * 60
         )
 
     def resume_command(self) -> str:
-        s = self.s
-        args = ["python", "-m", "train.rllib_ppo", "--run-dir", s.run_dir, "--run-name", s.name,
-                "--iterations", str(s.iterations), "--minutes", f"{s.minutes:g}"]  # fmt: skip
-        if s.address:
-            args += ["--address", s.address]
-        if s.export_path:
-            args += ["--export-path", s.export_path]
-        return shlex.join(args + ["--resume"])
+        """The command line that continues this run with the same budget, cluster, threads
+        and export."""
+        s, default = self.s, Settings()
+        args = ["--run-dir", s.run_dir, "--run-name", s.name, "--total-updates",
+                str(s.total_updates), "--total-minutes", f"{s.total_minutes:g}"]  # fmt: skip
+        for name in ("address", "num_env_runners", "num_learners", "gpus_per_learner",
+                     "torch_threads", "object_store_mb", "export_path"):  # fmt: skip
+            value = getattr(s, name)
+            if value != getattr(default, name):
+                args += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float)
+                         else str(value)]  # fmt: skip
+        return resume_command("train.rllib_ppo", args)
 
     def train(self) -> dict[str, float]:
         """Train until the budget is spent (in the Ray session of the caller); returns the
         last metrics row. Ctrl-C: finish the iteration, save, raise TrainingInterrupted."""
         s, out_dir, p = self.s, self.out_dir, self.progress
         out_dir.mkdir(parents=True, exist_ok=True)
-        clean_stale(out_dir)
+        clean_stale_folders(out_dir / CHECKPOINT_DIR)
+        clean_stale_temps(out_dir)
         if not s.resume or not (out_dir / SETTINGS_NAME).exists():
             atomic_write_text(out_dir / SETTINGS_NAME, json.dumps(asdict(s), indent=1))
         if self.problems:
             print(f"warning: {'; '.join(self.problems)}: resuming from {self.resume_from}",
                   file=sys.stderr)  # fmt: skip
-        torch.set_num_threads(s.torch_threads)
+        torch.set_num_threads(s.torch_threads or min(2, os.cpu_count() or 1))
         algo = build_config(s).build_algo()
         try:
             return self._loop(algo, s, out_dir, p)
         finally:
             algo.stop()
 
+    def _save(self, algo: Algorithm, s: Settings, out_dir: Path, p: Progress) -> None:
+        save_checkpoint(algo, out_dir, p, self.newest_unreadable)
+        self.newest_unreadable = False
+        export_agent(algo, s, p)
+
     def _loop(self, algo: Algorithm, s: Settings, out_dir: Path, p: Progress) -> dict[str, float]:
         if self.resume_from is not None:
             algo.restore_from_path(str(self.resume_from.resolve()))
         else:
-            copy_module(algo, SHARED_POLICY, [snapshot_id(i) for i in range(s.snapshots)])
+            copy_module(algo, SHARED_POLICY, [snapshot_id(i) for i in range(s.snapshot_pool)])
         nodes = runner_nodes(algo)
         atomic_write_text(out_dir / "cluster.json", json.dumps({"runner_nodes": nodes}))
         print(f"{s.name}: iteration {p.iteration}, {len(nodes)} env runner(s) on "
               f"{len(set(nodes))} node(s)", file=sys.stderr, flush=True)  # fmt: skip
-        trim_csv(out_dir / CSV_NAME, p.iteration)
-        writer = self._writer(out_dir, p.iteration)
+        repair_csv(out_dir / CSV_NAME, CSV_FIELDS, p.iteration, key="iteration")
+        writer = self._writer(out_dir, p.iteration, s.tensorboard)
         metrics: dict[str, float] = {}
         saved_at = p.iteration
         with deferred_interrupt() as interrupted:
@@ -712,12 +805,10 @@ class Run:
                 metrics = self._one_iteration(algo, s, p)
                 self._log(metrics, out_dir, writer, p.iteration)
                 if p.iteration % s.checkpoint_every == 0 or self.budget_spent() or interrupted:
-                    save_checkpoint(algo, out_dir, p)
-                    export_agent(algo, s, p)
+                    self._save(algo, s, out_dir, p)
                     saved_at = p.iteration
             if saved_at != p.iteration:
-                save_checkpoint(algo, out_dir, p)
-                export_agent(algo, s, p)
+                self._save(algo, s, out_dir, p)
         if writer is not None:
             writer.close()
         if interrupted:
@@ -743,7 +834,7 @@ class Run:
         metrics |= {"iteration": p.iteration, "decisions": p.decisions, "hands": p.hands}
         metrics["decisions_per_s"] = decisions / max(dt, 1e-9)
         if s.snapshot_every and p.iteration % s.snapshot_every == 0:
-            copy_module(algo, SHARED_POLICY, [snapshot_id(p.snapshots_taken % s.snapshots)])
+            copy_module(algo, SHARED_POLICY, [snapshot_id(p.snapshots_taken % s.snapshot_pool)])
             p.snapshots_taken += 1
         if s.eval_every and p.iteration % s.eval_every == 0:
             metrics |= evaluate(algo, s)
@@ -752,81 +843,23 @@ class Run:
         return metrics
 
     @staticmethod
-    def _writer(out_dir: Path, iteration: int) -> SummaryWriter | None:
+    def _writer(out_dir: Path, iteration: int, enabled: bool) -> SummaryWriter | None:
         try:
-            from torch.utils.tensorboard import SummaryWriter
+            return open_tensorboard(out_dir, iteration, enabled)
         except ImportError:  # tensorboard is optional ([train] extra)
             return None
-        return SummaryWriter(str(out_dir), purge_step=iteration + 1)
 
     @staticmethod
     def _log(
         metrics: Mapping[str, float], out_dir: Path, writer: SummaryWriter | None, step: int
     ) -> None:
-        append_csv(out_dir / CSV_NAME, metrics)
-        if writer is None:
-            return
-        for k, v in metrics.items():
-            if k != "iteration" and not math.isnan(v):
-                group = "eval" if k.startswith("eval_") else "train"
-                writer.add_scalar(f"{group}/{k}", v, step)
-        writer.flush()
+        append_csv(out_dir / CSV_NAME, CSV_FIELDS, metrics)
+        if writer is not None:
+            log_scalars(writer, metrics, TB_GROUPS, step)
+            writer.flush()
 
 
 # ----------------------------------------------------------------------------- main
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose errors are one ``error:`` line (exit status 2)."""
-
-    def error(self, message: str) -> Any:
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
-def parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
-        prog="python -m train.rllib_ppo", description=(__doc__ or "").split("\n\n")[0]
-    )
-    defaults = Settings()
-    docs = _field_docs()
-    for f in fields(Settings):
-        name = "--" + flag(f.name)
-        default = getattr(defaults, f.name)
-        help_text = f"{docs.get(f.name, '')} (default: {default})"
-        if f.type in ("bool",):
-            p.add_argument(name, action="store_true", help=docs.get(f.name))
-        elif f.name in ("run_name", "address", "export_path"):
-            p.add_argument(name, default=None, help=help_text)
-        elif f.name == "env_path":
-            p.add_argument(name, default=default, choices=PATHS, help=help_text)
-        else:
-            kind = int if isinstance(default, int) else float if isinstance(default, float) else str
-            p.add_argument(name, type=kind, default=default, help=help_text)
-    return p
-
-
-def _field_docs() -> dict[str, str]:
-    """The attribute docstrings of :class:`Settings` (for --help)."""
-    import ast
-    import inspect
-
-    (cls,) = ast.parse(inspect.getsource(Settings)).body
-    assert isinstance(cls, ast.ClassDef)
-    docs: dict[str, str] = {}
-    for node, nxt in zip(cls.body, cls.body[1:], strict=False):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(nxt, ast.Expr)
-            and isinstance(nxt.value, ast.Constant)
-        ):
-            docs[node.target.id] = " ".join(str(nxt.value.value).split())
-    return docs
-
-
-def parse_settings(argv: list[str] | None = None) -> Settings:
-    args = parser().parse_args(argv)
-    return Settings(**{f.name: getattr(args, f.name) for f in fields(Settings)})
-
-
 def main(argv: list[str] | None = None) -> None:
     """Parse, check, train. Bad flags and runs that cannot start as asked: one ``error:``
     line, exit status 2, nothing changed. Ctrl-C: a final checkpoint, how to resume, 130."""

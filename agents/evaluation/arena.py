@@ -5,14 +5,15 @@ once with agent A's team at seats {0, 2} and once at seats {1, 3}. The per-deal 
 A's team score difference (RULES.md rewards) is the unit of measurement, so the 95%
 confidence interval is over independent deals.
 
-Hands run on the reference engine (:class:`~butifarra_env.core.game.Game` +
-:class:`~butifarra_env.core.observation.Observer`), many games in lockstep so that every
-agent is called with :meth:`~agents.base.Agent.act_batch` (one network forward for a
-whole batch). Deals are cut into fixed chunks; each chunk's deals and agent seeds
-derive from ``(seed, chunk)`` alone, so results do not depend on the number of workers.
+Hands run on the table driver (:func:`agents.table.play_tables`: the reference engine,
+many games in lockstep so that every agent is called with
+:meth:`~agents.base.Agent.act_batch`, one network forward for a whole batch). Deals are cut
+into fixed chunks; each chunk's deals and agent seeds derive from ``(seed, chunk)`` alone,
+so results do not depend on the number of workers.
 
 Python API: :func:`duel` -> :class:`DuelResult`, :func:`round_robin` ->
-:class:`RoundRobinResult`; the CLI is ``butifarra arena`` (:mod:`butifarra.cli`).
+:class:`RoundRobinResult` (ratings: :mod:`agents.evaluation.ratings`); the CLI is
+``butifarra arena`` (:mod:`butifarra.cli`).
 """
 
 from __future__ import annotations
@@ -35,17 +36,17 @@ import numpy as np
 from agents.adapters import as_agent
 from agents.base import Agent
 from agents.evaluation.deal_sets import Deal
+from agents.evaluation.ratings import openskill_model, openskill_ratings
 from agents.evaluation.stats import mean_ci, t_quantile
 from agents.registry import make_agent
-from butifarra_env.core.actions import N_ACTIONS, action_name, masks_from_bits
+from agents.table import AgentError, Table, play_tables, table_record
 from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_TRICKS, cards_of
 from butifarra_env.core.fileio import atomic_write_text
 from butifarra_env.core.game import Game
-from butifarra_env.core.observation import PERMUTATION, Observer
 from butifarra_env.core.options import Options
-from butifarra_env.core.rules import PHASE_NAMES, Match, draw_dealer, random_deal
+from butifarra_env.core.rules import Match, draw_dealer, random_deal
 from butifarra_env.core.validate import check_deal, check_int, is_int
-from butifarra_env.records import append_records, check_record_file, game_record
+from butifarra_env.records import append_records, check_record_file
 
 CHUNK_DEALS = 64
 """Deals per unit of work. Results depend on it (agent reseeding), never on ``workers``."""
@@ -81,177 +82,22 @@ def uniform_deal(rng: np.random.Generator) -> tuple[int, list[int]]:
 
 
 # --------------------------------------------------------------------------- engine
-class AgentError(RuntimeError):
-    """An agent failed during a game (raised, returned something that is not an action, or
-    chose an illegal one); the message names the agent, the deal and the decision."""
+class _Table(Table):
+    """One seating of one deal (or match) at the table driver (:class:`agents.table.Table`),
+    with what the arena keys its rows and records by."""
 
+    __slots__ = ("key", "kind", "match")
 
-ProbsEntry = dict[str, float] | None
-"""One decision's logged probabilities: ``{action id (str): probability}`` over the legal
-actions, or None for an agent without a policy distribution."""
-
-
-class _Table:
-    """One seating of one deal (or match): the game in progress and the hands finished."""
-
-    __slots__ = (
-        "game",
-        "observer",
-        "seat_agent",
-        "hands_done",
-        "key",
-        "kind",
-        "match",
-        "probs",
-        "probs_done",
-    )
-
-    game: Game
     match: Match
 
     def __init__(
         self, seat_agent: tuple[int, int, int, int], key: tuple[int, int], kind: str = "deal"
     ) -> None:
-        self.seat_agent = seat_agent  # index into the agent list, by seat
+        index, swapped = key
+        seats = "1 and 3" if swapped else "0 and 2"
+        super().__init__(seat_agent, f"{kind} {index} (agent A's team at seats {seats})")
         self.key = key  # (deal or match index, swapped)
         self.kind = kind  # "deal" or "match": what key[0] counts
-        self.observer = Observer()
-        self.hands_done: list[Game] = []
-        self.probs: list[ProbsEntry] = []  # the current hand's, when logging
-        self.probs_done: list[list[ProbsEntry]] = []
-
-    def start(self, game: Game) -> None:
-        self.game = game
-        self.observer.reset(game)
-        self.probs = []
-
-    def where(self) -> str:
-        """The hand in words, for error messages."""
-        index, swapped = self.key
-        seats = "1 and 3" if swapped else "0 and 2"
-        return (
-            f"{self.kind} {index} (agent A's team at seats {seats}), "
-            f"hand {len(self.hands_done)}, move {len(self.game.actions)}"
-        )
-
-
-def _run_tables(
-    tables: list[_Table],
-    agents: Sequence[Agent],
-    next_game: Callable[[_Table], Game | None],
-    log_probs: bool = False,
-) -> None:
-    """Play every table to the end in lockstep, batching decisions per agent; with
-    ``log_probs``, keep each decision's probabilities (:meth:`Agent.action_probs_batch`)."""
-    live = [t for t in tables if _start_next(t, next_game)]
-    while live:
-        groups: dict[int, list[_Table]] = {}
-        for t in live:
-            groups.setdefault(t.seat_agent[t.game.to_move], []).append(t)
-        for idx, group in groups.items():
-            agent = agents[idx]
-            games = [t.game for t in group]
-            seats = np.fromiter((g.to_move for g in games), dtype=np.intp, count=len(games))
-            canon = np.stack([t.observer.canon for t in group])
-            obs = np.take_along_axis(canon, PERMUTATION[seats], axis=1)
-            masks = masks_from_bits([g.legal for g in games])
-            actions = _decide(agent, obs, masks, group)
-            if log_probs:
-                for t, entry in zip(group, _probs_entries(agent, obs, masks, group), strict=True):
-                    t.probs.append(entry)
-            for t, seat, a in zip(group, seats.tolist(), actions, strict=True):
-                g = t.game
-                if not (0 <= a < N_ACTIONS and (g.legal >> a) & 1):
-                    raise AgentError(
-                        f"agent {agent.name!r} chose an illegal action in {t.where()}: "
-                        f"{g.illegal_message(a)}"
-                    )
-                g.step(a)
-                t.observer.update(g, seat, a)
-        for t in live:
-            if t.game.is_over:
-                t.hands_done.append(t.game)
-                t.probs_done.append(t.probs)
-        live = [t for t in live if not t.game.is_over or _start_next(t, next_game)]
-
-
-def _decision(t: _Table) -> str:
-    g = t.game
-    legal = ", ".join(f"{a} ({action_name(a)})" for a in g.legal_actions())
-    return (
-        f"{t.where()}: seat {g.to_move} to move in phase {PHASE_NAMES[g.phase]!r}; "
-        f"legal actions: [{legal}]"
-    )
-
-
-def _decide(agent: Agent, obs: np.ndarray, masks: np.ndarray, group: list[_Table]) -> list[int]:
-    """``agent.act_batch`` for the group's decisions, as a list of ints; any failure is an
-    :class:`AgentError` naming the agent and the decision (the first one, or the one row
-    that fails on its own when the batch is asked again row by row)."""
-    n = len(group)
-    try:
-        actions = np.asarray(agent.act_batch(obs, masks))
-    except Exception as e:
-        for i, t in enumerate(group):  # which decision? ask again one row at a time
-            try:
-                agent.act_batch(obs[i : i + 1], masks[i : i + 1])
-            except Exception as row_error:
-                raise AgentError(
-                    f"agent {agent.name!r} raised {type(row_error).__name__}: {row_error} "
-                    f"in {_decision(t)}"
-                ) from row_error
-        raise AgentError(
-            f"agent {agent.name!r} raised {type(e).__name__}: {e} choosing for {n} tables; "
-            f"the first was {_decision(group[0])}"
-        ) from e
-    if actions.shape != (n,) or actions.dtype.kind not in "iu":
-        raise AgentError(
-            f"agent {agent.name!r} act_batch returned {actions.dtype} {actions.shape} for {n} "
-            f"decisions, not {n} integer action ids; the first was {_decision(group[0])}"
-        )
-    return actions.tolist()
-
-
-def _probs_entries(
-    agent: Agent, obs: np.ndarray, masks: np.ndarray, group: list[_Table]
-) -> list[ProbsEntry]:
-    """Each decision's probabilities over its legal actions (rounded to 6 places), or None
-    for each when the agent has no :meth:`~agents.base.Agent.action_probs_batch` (or
-    returns None from it)."""
-    method = getattr(agent, "action_probs_batch", None)
-    try:
-        probs = None if method is None else method(obs, masks)
-    except Exception as e:
-        raise AgentError(
-            f"agent {agent.name!r} action_probs_batch raised {type(e).__name__}: {e}; the "
-            f"first decision was {_decision(group[0])}"
-        ) from e
-    if probs is None:
-        return [None] * len(group)
-    probs = np.asarray(probs, dtype=np.float64)
-    if (
-        probs.shape != masks.shape
-        or not np.isfinite(probs).all()
-        or (probs < 0).any()
-        or (probs > 1 + 1e-6).any()
-    ):
-        raise AgentError(
-            f"agent {agent.name!r} action_probs_batch returned {probs.shape} values that are not "
-            f"probabilities 0-1 of shape {masks.shape}; the first decision was "
-            f"{_decision(group[0])}"
-        )
-    return [
-        {str(a): round(float(row[a]), 6) for a in np.flatnonzero(mask).tolist()}
-        for row, mask in zip(probs, masks, strict=True)
-    ]
-
-
-def _start_next(t: _Table, next_game: Callable[[_Table], Game | None]) -> bool:
-    g = next_game(t)
-    if g is None:
-        return False
-    t.start(g)
-    return True
 
 
 def _seatings(swapped: int) -> tuple[int, int, int, int]:
@@ -292,20 +138,15 @@ LogNames = tuple[str, str] | None
 
 
 def _hand_records(tables: list[_Table], names: tuple[str, str], seed: int) -> list[dict[str, Any]]:
-    """Each hand the tables played as a game record
-    (:func:`~butifarra_env.records.files.game_record`,
+    """Each hand the tables played as a game record (:func:`agents.table.table_record`,
     replayable) with who sat where, the deal (or match) index, the seating, the arena seed
     and ``probs``: one entry per action, aligned with ``actions``."""
     out = []
     for t in tables:
+        players = [names[i] for i in t.seat_agent]  # type: ignore[index]
         for g, probs in zip(t.hands_done, t.probs_done, strict=True):
-            record = game_record(g)
-            record["players"] = [names[i] for i in t.seat_agent]
-            record[t.kind] = t.key[0]
-            record["swapped"] = t.key[1]
-            record["seed"] = seed
-            record["probs"] = probs
-            out.append(record)
+            extra = {"players": players, t.kind: t.key[0], "swapped": t.key[1], "seed": seed}
+            out.append(table_record(g, extra, probs))
     return out
 
 
@@ -338,7 +179,7 @@ def _play_deal_chunk(
         dealer, hands = deals[t.key[0]]
         return Game(options, dealer, list(hands))
 
-    _run_tables(tables, agents, next_game, log_probs=log_names is not None)
+    play_tables(tables, agents, next_game, log_probs=log_names is not None)
     rows = [_hand_row(t.key[0], t.key[1], t.hands_done[0]) for t in tables]
     records = [] if log_names is None else _hand_records(tables, log_names, seed)
     return np.asarray(rows, dtype=np.int32).reshape(-1, len(HAND_FIELDS)), records
@@ -385,7 +226,7 @@ def _play_match_chunk(
         _, hands = deal_fn(rng)
         return Game(match_options, m.dealer, list(hands), m.hand_number, m.scores)
 
-    _run_tables(tables, agents, next_game, log_probs=log_names is not None)
+    play_tables(tables, agents, next_game, log_probs=log_names is not None)
     rows = [
         [t.key[0], t.key[1], int(t.match.winner == t.key[1]), len(t.hands_done)] for t in tables
     ]
@@ -951,7 +792,7 @@ def round_robin(
     n_deals, seed, workers, progress, options = _check_play_args(
         n_deals, seed, workers, progress, deal_fn, options, records_path
     )
-    model = _openskill_model()
+    model = openskill_model()
     names = list(agents)
     built = {n: resolve_agent(a, seed, f"agents[{n!r}]") for n, a in agents.items()}
     path = _records_file(records_path)
@@ -974,51 +815,8 @@ def round_robin(
             )
             duels[(names[i], names[j])] = res
             matrix[i, j], matrix[j, i] = res.mean, -res.mean
-    ratings = _openskill_ratings(model, names, duels, n_deals)
+    ratings = openskill_ratings(model, names, duels, n_deals)
     return RoundRobinResult(names, n_deals, seed, duels, ratings, matrix)
-
-
-def _openskill_model() -> Any:
-    try:
-        from openskill.models import PlackettLuce
-    except ImportError as e:  # pragma: no cover - openskill is in the train extra
-        raise ImportError("round_robin needs openskill: pip install 'butifarra-rl[train]'") from e
-    return PlackettLuce()
-
-
-def _openskill_ratings(
-    model: Any, names: list[str], duels: dict[tuple[str, str], DuelResult], n_deals: int
-) -> list[dict[str, Any]]:
-    rating = {n: model.rating(name=n) for n in names}
-    for d in range(n_deals):  # interleave pairs deal by deal so no pair is rated last
-        for (na, nb), res in duels.items():
-            x = res.pair_means[d]
-            ranks = [0.0, 0.0] if x == 0 else ([0.0, 1.0] if x > 0 else [1.0, 0.0])
-            [[ra], [rb]] = model.rate([[rating[na]], [rating[nb]]], ranks=ranks)
-            rating[na], rating[nb] = ra, rb
-    rows: list[dict[str, Any]] = []
-    for n in names:
-        pts, won, played = [], 0.0, 0
-        for (na, nb), res in duels.items():
-            if n not in (na, nb):
-                continue
-            sign = 1 if n == na else -1
-            pts.append(sign * res.mean)
-            won += float((sign * res.pair_means > 0).sum() + 0.5 * (res.pair_means == 0).sum())
-            played += len(res.pair_means)
-        r = rating[n]
-        rows.append(
-            {
-                "agent": n,
-                "mu": float(r.mu),
-                "sigma": float(r.sigma),
-                "ordinal": float(r.mu - 3 * r.sigma),
-                "mean_points": float(np.mean(pts)),
-                "deal_win_share": won / played,
-            }
-        )
-    rows.sort(key=lambda r: -r["ordinal"])
-    return rows
 
 
 # --------------------------------------------------------------------------- output

@@ -3,8 +3,9 @@
 :func:`replay_data` replays a record through the engine
 (:func:`butifarra_env.records.iter_replay_games`,
 which checks every move) and takes a snapshot before the first move and after each one:
-all four hands, the trick, the contract and the score. The seat to move in a frame, its
-legal actions and, when the record carries them, the policy's probabilities (``"probs"``,
+all four hands, the trick, the contract and the score. A frame after a move says it in
+words (:mod:`butifarra_env.core.narration`, as the play table does). The seat to move in a
+frame, its legal actions and, when the record carries them, the policy's probabilities (``"probs"``,
 a list aligned with ``"actions"``: ``{action id as a string: probability}`` or null) belong
 to the decision taken from that frame.
 
@@ -29,6 +30,7 @@ from butifarra_env.core.cards import N_CARDS, POINTS, cards_of, sort_key
 from butifarra_env.core.errors import RecordError
 from butifarra_env.core.fileio import atomic_write_text
 from butifarra_env.core.game import Game
+from butifarra_env.core.narration import narrate
 from butifarra_env.core.rules import PHASE_NAMES, TRUMP_UNSET
 from butifarra_env.records import iter_records, iter_replay_games
 
@@ -105,7 +107,9 @@ def _frame(game: Game, last: tuple[int, int] | None, probs: dict[str, float] | N
         "trick": trick,
         "trick_leader": leader,
         "trick_done": trick_done,
-        "last": None if last is None else {"seat": last[0], "action": last[1]},
+        "last": None
+        if last is None
+        else {"seat": last[0], "action": last[1], "text": narrate(game, last[1])},
         "phase": PHASE_NAMES[game.phase],
         "to_move": game.to_move if not game.is_over else None,
         "legal": game.legal_actions(),

@@ -1,9 +1,11 @@
 """One browser's table: a person at one seat, registry agents at the others.
 
-A :class:`Table` drives :class:`~butifarra_env.core.game.Game` hands (and a
-:class:`~butifarra_env.core.rules.Match` to 101 in match mode); the bots act from their own
-observation (:class:`~butifarra_env.core.observation.Observer`) and the legal-action mask, as in
-terminal play. Nothing here decides what is legal: the engine's ``Game.legal`` does.
+A :class:`Table` plays :class:`~butifarra_env.core.game.Game` hands (and a
+:class:`~butifarra_env.core.rules.Match` to 101 in match mode) at the table driver
+(:class:`agents.table.Table`), as terminal play does: the bots act from their own observation
+and the legal-action mask, the person's seat waits for the next request. Nothing here decides
+what is legal: the engine's ``Game.legal`` does. Moves are worded by
+:mod:`butifarra_env.core.narration`.
 
 What goes to the browser is :meth:`Table.view`: the person's own hand, the public table
 and the person's legal actions, never another seat's cards (the hands are only public once
@@ -21,7 +23,7 @@ import copy
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,19 +31,14 @@ import numpy as np
 
 from agents.base import Agent
 from agents.evaluation.stats import mean_ci
+from agents.table import Table as DriverTable
+from agents.table import table_record
 from butifarra.web.replay import contract_state
-from butifarra_env.core.actions import (
-    BUTIFARRA,
-    DELEGATE,
-    DOUBLE,
-    DOUBLING_NAMES,
-    N_ACTIONS,
-    TRUMP_BASE,
-    mask_from_bits,
-)
-from butifarra_env.core.cards import N_CARDS, POINTS, SUIT_NAMES, card_long_name, cards_of, sort_key
+from butifarra_env.core.actions import DOUBLING_NAMES, N_ACTIONS
+from butifarra_env.core.cards import N_CARDS, POINTS, cards_of, sort_key
+from butifarra_env.core.errors import IllegalActionError
 from butifarra_env.core.game import Game
-from butifarra_env.core.observation import Observer
+from butifarra_env.core.narration import narrate
 from butifarra_env.core.options import Options
 from butifarra_env.core.rules import (
     N_SEATS,
@@ -53,7 +50,7 @@ from butifarra_env.core.rules import (
     random_deal,
 )
 from butifarra_env.core.validate import check_int, is_int
-from butifarra_env.records import append_records, check_record_file, game_record
+from butifarra_env.records import append_records, check_record_file
 
 MODES = ("hand", "match", "duplicate")
 """``hand``: independent hands; ``match``: hands to :data:`MATCH_TARGET`; ``duplicate``:
@@ -189,21 +186,6 @@ class RecordLog:
 
 
 # --------------------------------------------------------------------------- text
-def action_text(game: Game, action: int) -> str:
-    """What a move was, for the page's log (``game`` already stepped)."""
-    if action < N_CARDS:
-        return card_long_name(action)
-    if action == DELEGATE:
-        return "delegates to the partner"
-    if action == BUTIFARRA:
-        return f"butifarra! (no trump, x{game.multiplier})"
-    if TRUMP_BASE <= action < BUTIFARRA:
-        return f"trump {SUIT_NAMES[action - TRUMP_BASE]}"
-    if action == DOUBLE:
-        return f"{DOUBLING_NAMES[game.level]}! (x{game.multiplier})"
-    return "passes (bé)"
-
-
 def public_state(game: Game) -> dict[str, Any]:
     """Everything about ``game`` that every seat may see (no hands)."""
     trick = [c if c >= 0 else None for c in game.trick_cards]
@@ -231,62 +213,25 @@ def _trick_summary(trick: tuple[int, tuple[int, ...], int]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- hands
 class _Hand:
-    """One hand being played: the game, the bots' observer and each decision's probs."""
+    """One hand at the table driver (:class:`agents.table.Table`: the bots move from their
+    own observation and mask, every move is checked by the engine, each bot decision's
+    probabilities are kept) and whether it has been booked."""
 
-    def __init__(self, game: Game, agents: dict[int, Agent]) -> None:
+    def __init__(self, game: Game, agents: dict[int, Agent], label: str) -> None:
         self.game = game
-        self.agents = agents  # seat -> agent; the person's seat is absent
-        self.observer = Observer()
-        self.observer.reset(game)
-        self.probs: list[dict[str, float] | None] = []
+        self.agents = [agents.get(s) for s in range(N_SEATS)]  # the person's seat: None
+        self.table = DriverTable([s if s in agents else None for s in range(N_SEATS)], label)
+        self.table.start(game)
         self.booked = False  # the finished hand has been scored and saved
 
-    def step(self, action: int) -> None:
-        seat = self.game.to_move
-        self.game.step(action)
-        self.observer.update(self.game, seat, action)
-
-    def bot_move(self) -> int:
-        """The seat to move is a bot: ask it (from its observation and mask) and play it."""
-        game = self.game
-        seat = game.to_move
-        agent = self.agents[seat]
-        obs = self.observer.observe(seat)
-        mask = mask_from_bits(game.legal)
-        probs = _probs_entry(agent, obs, mask)
-        action = int(agent.act(obs, mask))
-        if not (0 <= action < N_ACTIONS and (game.legal >> action) & 1):
-            raise RuntimeError(
-                f"agent {agent.name!r} chose an illegal action: {game.illegal_message(action)}"
-            )
-        self.step(action)
-        self.probs.append(probs)  # only once the move is made: probs stay aligned with actions
-        return action
+    def bot_moves(self) -> Iterator[tuple[int, int]]:
+        """The bots' moves, ``(seat, action)`` one by one, until the person's turn or the end
+        (a probability display is never worth losing the hand over: a failing one is None)."""
+        return self.table.moves(self.agents, log_probs=True, probs_errors="ignore")
 
     def record(self, extra: dict[str, Any]) -> dict[str, Any]:
-        record = game_record(self.game)
-        record.update(extra)
-        if any(p is not None for p in self.probs):
-            record["probs"] = list(self.probs)
-        return record
-
-
-def _probs_entry(agent: Agent, obs: np.ndarray, mask: np.ndarray) -> dict[str, float] | None:
-    """The agent's probabilities over the legal actions, when it has a policy to give
-    (``action_probs_batch``, which draws nothing: asking never changes the play)."""
-    method = getattr(agent, "action_probs_batch", None)
-    if method is None:
-        return None
-    try:
-        probs = method(obs[None], mask[None])
-    except Exception:  # a probability display is never worth losing the hand over
-        return None
-    if probs is None:
-        return None
-    row = np.asarray(probs, dtype=np.float64).reshape(-1)
-    if row.shape != (N_ACTIONS,) or not np.isfinite(row).all():
-        return None
-    return {str(a): round(float(row[a]), 6) for a in np.flatnonzero(mask).tolist()}
+        probs = self.table.probs
+        return table_record(self.game, extra, probs if any(p is not None for p in probs) else None)
 
 
 # --------------------------------------------------------------------------- table
@@ -342,16 +287,17 @@ class Table:
         for s, agent in self.agents.items():
             agent.reset(agent_seed(self.setup.seed, self.deal, s))
         self.log = []
-        return _Hand(game, dict(self.agents))
+        return _Hand(game, dict(self.agents), self._label())
+
+    def _label(self) -> str:
+        return f"web table {self.table_id}, deal {self.deal}"
 
     def advance(self) -> list[dict[str, Any]]:
         """Let the bots move until it is the person's turn or the hand is over; the moves,
         each with the public state after it, for the page to show one by one."""
         events = []
         game = self.hand.game
-        while not game.is_over and game.to_move != self.setup.seat:
-            seat = game.to_move
-            action = self.hand.bot_move()
+        for seat, action in self.hand.bot_moves():
             events.append(self._event(seat, action))
         if game.is_over and not self.hand.booked:
             self._finish_hand()
@@ -362,7 +308,7 @@ class Table:
         event: dict[str, Any] = {
             "seat": seat,
             "action": action,
-            "text": action_text(game, action),
+            "text": narrate(game, action),
             "state": public_state(game),
             "trick_done": None,
         }
@@ -420,9 +366,9 @@ class Table:
         twin = Game(self.options, game.dealer, list(game.initial_hands))
         for s, agent in self.shadow_agents.items():
             agent.reset(agent_seed(self.setup.seed, self.deal, s))
-        shadow = _Hand(twin, dict(self.shadow_agents))
-        while not twin.is_over:
-            shadow.bot_move()
+        shadow = _Hand(twin, dict(self.shadow_agents), f"{self._label()} (the bot's hand)")
+        for _ in shadow.bot_moves():  # every seat is a bot: the hand is played out
+            pass
         return shadow
 
     # ------------------------------------------------------------ requests
@@ -445,12 +391,12 @@ class Table:
             raise Conflict("the hand is over; ask for the next hand")
         if game.to_move != self.setup.seat:
             raise Conflict(f"it is seat {game.to_move}'s turn, not yours")
-        if not (game.legal >> int(action)) & 1:  # type: ignore[call-overload]
-            raise Conflict(game.illegal_message(action))
         seat = game.to_move
-        self.hand.step(int(action))  # type: ignore[call-overload]
-        self.hand.probs.append(None)  # the person gives no probabilities
-        events = [self._event(seat, int(action))]  # type: ignore[call-overload]
+        try:
+            played = self.hand.table.outside_move(action)
+        except IllegalActionError as e:  # the engine's message: the move, the legal ones
+            raise Conflict(str(e)) from None
+        events = [self._event(seat, played)]
         events += self.advance()
         return {"events": events, "view": self.view()}
 
@@ -525,7 +471,6 @@ __all__ = [
     "RecordLog",
     "Table",
     "TableSetup",
-    "action_text",
     "agent_seed",
     "deal_for",
     "parse_setup",

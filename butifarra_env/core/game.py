@@ -38,6 +38,7 @@ from butifarra_env.core.rules import (
     TRUMP_UNSET,
     WINNERS,
     legal_cards,
+    partner_winning,
 )
 
 __all__ = ["Game", "IllegalActionError"]
@@ -145,13 +146,16 @@ class Game:
 
     def partner_winning(self, seat: int) -> bool:
         """Is the card winning the current trick ``seat``'s partner's (or its own)?"""
-        return self.win_seat >= 0 and rules.team_of(self.win_seat ^ seat) == 0
+        return partner_winning(self.win_seat, seat)
 
     def legal_cards(self, seat: int) -> int:
         """The legal cards of ``seat`` in the current trick (:func:`rules.legal_cards`)."""
-        partner_winning = self.win_seat >= 0 and not (self.win_seat ^ seat) & 1
         return legal_cards(
-            self.hands[seat], self.led_suit, self.win_card, partner_winning, self.trump
+            self.hands[seat],
+            self.led_suit,
+            self.win_card,
+            partner_winning(self.win_seat, seat),
+            self.trump,
         )
 
     # ----------------------------------------------------------------- transitions
@@ -224,6 +228,8 @@ class Game:
         self.played[seat] |= bit
         self.trick_cards[seat] = card
         self.trick_points += POINTS[card]
+        # rules.add_to_trick, inlined: calling it costs the bare engine ~6%
+        # (benchmarks/bench_trick.py); tests/test_rules_trick.py holds this copy to it.
         if self.cards_in_trick == 0:
             self.trick_leader = seat
             self.led_suit = SUIT[card]
@@ -239,9 +245,12 @@ class Game:
         if self.cards_in_trick < N_SEATS:
             nxt = (seat + 1) & 3  # rules.next_seat, inlined: the hottest line of the engine
             self.to_move = nxt
-            win_seat = self.win_seat
             self.legal = legal_cards(
-                self.hands[nxt], self.led_suit, self.win_card, not (win_seat ^ nxt) & 1, self.trump
+                self.hands[nxt],
+                self.led_suit,
+                self.win_card,
+                partner_winning(self.win_seat, nxt),
+                self.trump,
             )
             return
         winner = self.win_seat

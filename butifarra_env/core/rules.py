@@ -13,6 +13,7 @@ same on numpy integer arrays, which is how the batched engine uses them. numpy o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -113,14 +114,45 @@ def beats(card: int, win: int, trump: int) -> bool:
     return bool((winners(trump, win) >> card) & 1)
 
 
+TrickState = tuple[int, int, int]
+"""``(led_suit, win_card, win_seat)``: all that the legal cards and the trick's winner depend
+on, so the game, the solver, the search rollouts and the sampler keep just this."""
+
+EMPTY_TRICK: TrickState = (NO_SUIT, -1, -1)
+"""The state of a trick before its first card (``win_card`` -1: :func:`winners` = every card)."""
+
+
+def add_to_trick(state: TrickState, seat: int, card: int, trump: int) -> TrickState:
+    """The trick after ``seat`` plays ``card``: the first card sets the led suit and wins;
+    a later one takes over only if it beats the winning card (:data:`WINNERS`). The one
+    trick fold of the project; callers that play card by card keep the state between calls."""
+    led, win, _ = state
+    if win < 0:
+        return SUIT[card], card, seat
+    if (WINNERS[trump][win] >> card) & 1:
+        return led, card, seat
+    return state
+
+
+def trick_state(plays: Iterable[tuple[int, int]], trump: int) -> TrickState:
+    """The state of a trick whose ``(seat, card)`` plays came in this order
+    (:data:`EMPTY_TRICK` when there are none): :func:`add_to_trick` folded over them."""
+    state = EMPTY_TRICK
+    for seat, card in plays:
+        state = add_to_trick(state, seat, card, trump)
+    return state
+
+
+def partner_winning(win_seat: int, seat: int) -> bool:
+    """Is the trick's winning card (played by ``win_seat``, -1 while the trick is empty)
+    ``seat``'s partner's or its own? Then ``seat`` need not beat it (rule 2)."""
+    return win_seat >= 0 and not (win_seat ^ seat) & 1
+
+
 def trick_winner(cards_in_order: list[int] | tuple[int, ...], trump: int) -> int:
     """Index (0 = the leader) of the card that wins a trick whose cards were played in this
     order: the highest trump, else the highest card of the led suit."""
-    best = 0
-    for i in range(1, len(cards_in_order)):
-        if beats(cards_in_order[i], cards_in_order[best], trump):
-            best = i
-    return best
+    return max(trick_state(enumerate(cards_in_order), trump)[2], 0)
 
 
 def legal_cards(hand: int, led_suit: int, win: int, partner_winning: bool, trump: int) -> int:

@@ -23,7 +23,14 @@ import numpy as np
 
 from butifarra_env.core.actions import TRUMP_BASE
 from butifarra_env.core.cards import N_CARDS, SUIT, SUIT_MASK, cards_of
-from butifarra_env.core.rules import N_SEATS, TRUMP_UNSET, winners
+from butifarra_env.core.rules import (
+    EMPTY_TRICK,
+    N_SEATS,
+    TRUMP_UNSET,
+    add_to_trick,
+    partner_winning,
+    winners,
+)
 
 REJECTION_TRIES = 64
 """Uniform draws tried before switching to the counting sampler."""
@@ -153,7 +160,7 @@ def known_absent(actions: Sequence[tuple[int, int]]) -> list[int]:
     """
     absent = [0] * N_SEATS
     trump = TRUMP_UNSET
-    led = win = win_seat = -1
+    trick = EMPTY_TRICK
     n_in_trick = 0
     for seat, action in actions:
         if action >= N_CARDS:
@@ -161,17 +168,17 @@ def known_absent(actions: Sequence[tuple[int, int]]) -> list[int]:
                 trump = action - TRUMP_BASE
             continue
         if n_in_trick == 0:
-            led, win, win_seat = SUIT[action], action, seat
-        else:
-            beaters = winners(trump, win)
+            trick = EMPTY_TRICK
+        led, win, win_seat = trick  # before this card
+        trick = add_to_trick(trick, seat, action, trump)
+        if n_in_trick:
             follows = SUIT[action] == led
             if not follows:
                 absent[seat] |= SUIT_MASK[led]
-            beats = (beaters >> action) & 1
-            if not beats and (win_seat ^ seat) & 1:  # an opponent's card stands
+            stands = trick[1] == win  # the card did not beat the winning one
+            if stands and not partner_winning(win_seat, seat):  # an opponent's card stands
+                beaters = winners(trump, win)
                 absent[seat] |= beaters & SUIT_MASK[led] if follows else beaters
-            if beats:
-                win, win_seat = action, seat
         n_in_trick = (n_in_trick + 1) % N_SEATS
     return absent
 

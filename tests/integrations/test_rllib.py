@@ -1,13 +1,18 @@
 """Ray RLlib: the adapters (observation keys and dtypes RLlib's action-masking modules read,
-hands namespaced per slot, bulk episodes equal to RLlib's own) and the training command
-(a couple of PPO iterations on a local Ray, export played by the arena, resume after a crash,
-one-line errors, runs never overwritten)."""
+hands namespaced per slot), the trainer's sampler (bulk episodes equal to RLlib's own) and
+the training command (train/ppo.py's vocabulary, a couple of PPO iterations on a local Ray,
+export played by the arena, resume after a crash and over a torn CSV log, one-line errors,
+runs never overwritten)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +40,6 @@ from butifarra_env.integrations.rllib import (  # noqa: E402
     OBS_KEY,
     SHARED_POLICY,
     BatchedHandsEnv,
-    BatchedHandsEnvRunner,
     PettingZooHandEnv,
     agent_id,
     parse_agent_id,
@@ -43,6 +47,9 @@ from butifarra_env.integrations.rllib import (  # noqa: E402
 )
 from train import rllib_ppo  # noqa: E402
 from train.rllib_ppo import ActorCriticModule, LeagueMapping, Settings  # noqa: E402
+from train.rllib_sampler import BatchedHandsEnvRunner  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ----------------------------------------------------------------------------- adapters
@@ -170,32 +177,45 @@ def test_league_mapping_keeps_a_hand_together() -> None:
         def __init__(self, i: int) -> None:
             self.id_ = f"ep{i}"
 
-    rule_only = LeagueMapping((0.0, 0.0, 1.0), snapshots=2, seed=0)
-    teams = []
-    for i in range(40):
-        ep = Episode(i)
-        mods = [rule_only(agent_id(7, s), ep) for s in range(4)]
-        assert mods[0] == mods[2] != mods[1] == mods[3]
-        assert sorted({mods[0], mods[1]}) == [rllib_ppo.RULE_POLICY, SHARED_POLICY]
-        teams.append(mods[0] == SHARED_POLICY)
-    assert 0 < sum(teams) < 40  # the learner sits on both teams
-    self_only = LeagueMapping((1.0, 0.0, 0.0), snapshots=2, seed=0)
+    for fixed, probs in ((rllib_ppo.RULE_POLICY, (0, 0, 1, 0)), ("random", (0, 0, 0, 1))):
+        only = LeagueMapping(probs, snapshots=2, seed=0)
+        teams = []
+        for i in range(40):
+            ep = Episode(i)
+            mods = [only(agent_id(7, s), ep) for s in range(4)]
+            assert mods[0] == mods[2] != mods[1] == mods[3]
+            assert sorted({mods[0], mods[1]}) == sorted([fixed, SHARED_POLICY])
+            teams.append(mods[0] == SHARED_POLICY)
+        assert 0 < sum(teams) < 40  # the learner sits on both teams
+    self_only = LeagueMapping((1.0, 0.0, 0.0, 0.0), snapshots=2, seed=0)
     assert {self_only(agent_id(0, s), Episode(0)) for s in range(4)} == {SHARED_POLICY}
+    mixed = LeagueMapping((0.0, 0.5, 0.25, 0.25), snapshots=2, seed=3)
+    seen = {mixed(agent_id(0, 1), Episode(i)) for i in range(200)} - {SHARED_POLICY}
+    assert seen == {"snapshot_0", "snapshot_1", "rule", "random"}
 
 
 # ----------------------------------------------------------------------------- CLI checks
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--epochs", "0"], "--epochs must be an integer >= 1"),
-        (["--lr", "-1"], "--lr must be a finite number > 0"),
-        (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
-        (["--iterations", "0", "--minutes", "0"], "the run never ends"),
-        (["--opp-self", "0", "--opp-snapshot", "0", "--opp-rule", "0"], "cannot all be 0"),
-        (["--minibatch", "9000", "--train-batch", "8192"], "must not exceed --train-batch"),
-        (["--env-path", "slow"], "invalid choice"),
-        (["--num-hands", "many"], "invalid int value"),
-        (["--frobnicate"], "unrecognized arguments"),
+        (["--update-epochs", "0"], "update_epochs must be an int >= 1"),
+        (["--learning-rate", "-1"], "learning_rate must be a finite number > 0"),
+        (["--clip-coef", "0"], "clip_coef must be a finite number > 0"),
+        (["--ent-coef", "-0.1"], "ent_coef must be a finite number >= 0"),
+        (["--max-grad-norm", "nan"], "max_grad_norm must be a finite number >= 0"),
+        (["--gamma", "1.5"], "gamma must be in [0, 1]"),
+        (["--total-updates", "0", "--total-minutes", "0"], "the run never ends"),
+        (
+            ["--opp-self", "0", "--opp-snapshot", "0", "--opp-rule", "0", "--opp-random", "0"],
+            "opp_self, opp_snapshot, opp_rule, opp_random must not all be 0",
+        ),
+        (["--opp-random", "-1"], "opp_random must be a finite number >= 0"),
+        (["--minibatch", "9000", "--train-batch", "8192"], "must not exceed train_batch"),
+        (["--run-name", "a/b"], "run_name must be a plain folder name"),
+        (["--env-path", "slow"], "invalid choice 'slow' for argument '--env-path'"),
+        (["--num-hands", "many"], "--num-hands"),
+        (["--frobnicate"], "Unrecognized options: --frobnicate"),
+        (["--lr", "1e-3"], "Unrecognized options: --lr"),  # the old name: now --learning-rate
     ],
 )
 def test_bad_flags_are_one_line_errors(
@@ -223,6 +243,102 @@ def test_existing_run_is_refused_without_resume(
     assert (run / "settings.json").read_text() == "{}"
 
 
+def test_resume_of_a_run_with_old_setting_names_is_refused_naming_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """settings.json of an older version (its own names: lr, clip...) is not silently
+    half-read: the resume is refused, naming the unknown keys and their names now."""
+    run = tmp_path / "old"
+    run.mkdir()
+    old = {"run_name": "old", "seed": 1, "lr": 5e-4, "clip": 0.2, "frobnicate": 1}
+    (run / "settings.json").write_text(json.dumps(old))
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    with pytest.raises(SystemExit) as exc:
+        rllib_ppo.main(["--run-dir", str(tmp_path), "--run-name", "old", "--resume"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("error: cannot resume") and err.count("\n") == 1
+    assert "'lr' (now 'learning_rate')" in err and "'clip' (now 'clip_coef')" in err
+    assert "'frobnicate'" in err and "'seed'" not in err
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_settings_share_train_ppo_vocabulary_and_help_lists_every_field() -> None:
+    """The knobs both trainers have carry train/ppo.py's names (its Config fields), and
+    ``python -m train.rllib_ppo --help`` (tyro, from the field docstrings) documents them all."""
+    from train.ppo import Config
+
+    ours = {f.name for f in fields(Settings)}
+    shared = {
+        "run_name", "run_dir", "seed", "torch_threads", "total_minutes", "total_updates",
+        "hidden", "layers", "learning_rate", "gamma", "gae_lambda", "reward_scale",
+        "update_epochs", "clip_coef", "ent_coef", "vf_coef", "max_grad_norm", "opp_self",
+        "opp_snapshot", "opp_rule", "opp_random", "snapshot_every", "snapshot_pool",
+        "eval_every", "eval_deals", "eval_seed", "checkpoint_every", "export_path", "resume",
+        "tensorboard",
+    }  # fmt: skip
+    assert shared <= ours and shared <= {f.name for f in fields(Config)}
+    assert not ours & set(rllib_ppo.RENAMED)  # the old names are gone
+    out = subprocess.run(
+        [sys.executable, "-m", "train.rllib_ppo", "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    for name in ours:
+        assert f"--{name.replace('_', '-')} " in out.stdout or (
+            f"--{name.replace('_', '-')}," in out.stdout  # boolean flags: --resume, --no-resume
+        ), name
+    assert "Adam step size" in out.stdout and "PPO ratio clipping" in out.stdout
+
+
+class _FolderAlgo:
+    """What save_checkpoint asks of an RLlib Algorithm: save_to_path (a folder of state)."""
+
+    def __init__(self) -> None:
+        self.state = 0
+
+    def save_to_path(self, path: str) -> None:
+        Path(path).mkdir(parents=True)
+        (Path(path) / "state.txt").write_text(str(self.state))
+
+
+def test_checkpoint_folders_rotate_and_an_unreadable_newest_is_set_aside(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newest checkpoint folder becomes checkpoint.prev/; a resume passes over an
+    unreadable newest (naming it), whose folder the next save keeps aside instead of
+    rotating it over the good previous one; hidden leftovers of a killed save go at start."""
+    run, algo = tmp_path / "r", _FolderAlgo()
+    save: Any = rllib_ppo.save_checkpoint  # takes an Algorithm; the fake does what it uses
+    run.mkdir()
+    for i in (1, 2, 3):
+        algo.state = i
+        save(algo, run, rllib_ppo.Progress("id", iteration=i))
+    assert rllib_ppo.read_progress(run / "checkpoint").iteration == 3
+    assert rllib_ppo.read_progress(run / "checkpoint.prev").iteration == 2
+    assert (run / "checkpoint.prev" / "state.txt").read_text() == "2"
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "checkpoint.prev"]
+
+    (run / "checkpoint" / "butifarra_progress.json").write_text("{")  # torn
+    s = Settings(run_dir=str(tmp_path), run_name="r", resume=True)
+    (run / "settings.json").write_text(json.dumps(dataclasses.asdict(s)))
+    resumed = rllib_ppo.Run(s)
+    assert resumed.resume_from == run / "checkpoint.prev" and resumed.progress.iteration == 2
+    assert resumed.newest_unreadable and "is incomplete" in resumed.problems[0]
+    algo.state = 30
+    save(algo, run, resumed.progress, newest_unreadable=True)
+    assert (run / "checkpoint" / "state.txt").read_text() == "30"
+    assert (run / "checkpoint.prev" / "state.txt").read_text() == "2"  # the good one stays
+    assert (run / "checkpoint.unreadable" / "state.txt").read_text() == "3"  # kept, not lost
+    assert "checkpoint.unreadable" in capsys.readouterr().err
+
+    (run / ".checkpoint.new.99999").mkdir()  # a save killed mid-way
+    assert rllib_ppo.clean_stale_folders(run / "checkpoint") == [run / ".checkpoint.new.99999"]
+    for name in ("checkpoint", "checkpoint.prev"):
+        (run / name / "butifarra_progress.json").write_text("not json")
+    with pytest.raises(rllib_ppo.RunRefused, match="no readable checkpoint"):
+        rllib_ppo.Run(s)
+
+
 # ----------------------------------------------------------------------------- training
 @pytest.fixture(scope="module")
 def local_ray() -> Any:
@@ -242,9 +358,10 @@ def local_ray() -> Any:
 
 TINY = [
     "--num-env-runners", "1", "--num-hands", "8", "--train-batch", "512", "--minibatch", "256",
-    "--epochs", "1", "--hidden", "32", "--layers", "1", "--snapshots", "1",
+    "--update-epochs", "1", "--hidden", "32", "--layers", "1", "--snapshot-pool", "1",
     "--snapshot-every", "2", "--checkpoint-every", "1", "--eval-every", "2", "--eval-deals", "4",
-    "--minutes", "0",
+    "--total-minutes", "0", "--opp-self", "0.4", "--opp-snapshot", "0.2", "--opp-rule", "0.2",
+    "--opp-random", "0.2",
 ]  # fmt: skip
 
 
@@ -255,7 +372,7 @@ def _rows(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_training_exports_an_agent_and_resumes_after_a_crash(
+def test_training_exports_an_agent_and_resumes_after_a_crash_and_a_torn_log(
     local_ray: Any,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -263,11 +380,12 @@ def test_training_exports_an_agent_and_resumes_after_a_crash(
 ) -> None:
     base = ["--run-dir", str(tmp_path), "--run-name", "r", *TINY]
     run = tmp_path / "r"
-    rllib_ppo.main([*base, "--iterations", "2"])
+    rllib_ppo.main([*base, "--total-updates", "2"])
     rows = _rows(run)
     assert [r["iteration"] for r in rows] == ["1", "2"]
     assert all(float(r["decisions"]) > 0 and float(r["decisions_per_s"]) > 0 for r in rows)
     assert rows[0]["eval_rule_mean"] == "" and rows[1]["eval_rule_mean"] != ""
+    assert all(r["train_vs_rule"] != "" and r["train_vs_random"] != "" for r in rows)
     progress = json.loads((run / "checkpoint" / "butifarra_progress.json").read_text())
     previous = json.loads((run / "checkpoint.prev" / "butifarra_progress.json").read_text())
     assert (progress["iteration"], previous["iteration"]) == (2, 1)
@@ -289,13 +407,19 @@ def test_training_exports_an_agent_and_resumes_after_a_crash(
 
     monkeypatch.setattr(rllib_ppo.Algorithm, "train", crash_on_second)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        rllib_ppo.main([*base, "--iterations", "5", "--resume"])
+        rllib_ppo.main([*base, "--total-updates", "5", "--resume"])
     monkeypatch.setattr(rllib_ppo.Algorithm, "train", real_train)
     assert (
         json.loads((run / "checkpoint" / "butifarra_progress.json").read_text())["iteration"] == 3
     )
-    # ... and the resumed run continues from its checkpoint, with its own settings; Ctrl-C
-    # after its first iteration saves that iteration and says how to resume.
+    # ... the log then torn as a kill mid-append leaves it: a row with missing fields and a
+    # last row cut mid-line (no line end) ...
+    assert [r["iteration"] for r in _rows(run)] == ["1", "2", "3"]
+    with open(run / "metrics.csv", "a", newline="") as f:
+        f.write("3,77\n4,999999,12,0.5,10")
+    # ... and the resumed run continues from its checkpoint, with its own settings, over a
+    # repaired log; Ctrl-C after its first iteration saves that iteration and says how to
+    # resume.
     real_iteration = rllib_ppo.Run._one_iteration
 
     def then_ctrl_c(self: Any, *args: Any) -> Any:
@@ -305,12 +429,16 @@ def test_training_exports_an_agent_and_resumes_after_a_crash(
 
     monkeypatch.setattr(rllib_ppo.Run, "_one_iteration", then_ctrl_c)
     with pytest.raises(SystemExit) as exc:
-        rllib_ppo.main([*base, "--iterations", "9", "--resume", "--epochs", "3"])
+        rllib_ppo.main([*base, "--total-updates", "9", "--resume", "--update-epochs", "3"])
     assert exc.value.code == 130
     err = capsys.readouterr().err
     assert "saved iteration 4" in err and "--resume" in err
-    assert [r["iteration"] for r in _rows(run)] == ["1", "2", "3", "4"]
-    assert json.loads((run / "settings.json").read_text())["epochs"] == 1
+    rows = _rows(run)
+    assert [r["iteration"] for r in rows] == ["1", "2", "3", "4"]
+    assert all(None not in r and None not in r.values() for r in rows)  # no torn row left
+    assert rows[3]["decisions"] != "999999" and float(rows[3]["decisions_per_s"]) > 0
+    assert (run / "metrics.csv").read_text().endswith("\n")
+    assert json.loads((run / "settings.json").read_text())["update_epochs"] == 1
     resumed = make_agent(f"ppo:{run / 'export.pt'}")
     assert resumed.info["update"] == 4
     assert any(  # trained further: the export is not the iteration-2 one
@@ -323,8 +451,8 @@ def test_snapshots_and_export_follow_the_learner(local_ray: Any) -> None:
     """Snapshot modules get the learner's shared weights on the runners too, and the exported
     model is the learner's (not a stale env-runner copy)."""
     s = Settings(
-        num_env_runners=1, num_hands=8, train_batch=256, minibatch=128, epochs=1, hidden=16,
-        layers=1, snapshots=1, eval_every=0,
+        num_env_runners=1, num_hands=8, train_batch=256, minibatch=128, update_epochs=1,
+        hidden=16, layers=1, snapshot_pool=1, eval_every=0,
     )  # fmt: skip
     algo = rllib_ppo.build_config(s).build_algo()
     try:

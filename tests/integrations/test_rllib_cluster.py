@@ -56,11 +56,11 @@ def test_training_spans_two_nodes_resumes_and_exports(two_nodes: Any, tmp_path: 
     train = [
         "-m", "train.rllib_ppo", "--address", two_nodes.address, "--run-dir", str(tmp_path),
         "--run-name", "cluster", "--num-env-runners", "2", "--num-hands", "8",
-        "--train-batch", "512", "--minibatch", "256", "--epochs", "1", "--hidden", "32",
-        "--layers", "1", "--snapshots", "1", "--checkpoint-every", "1", "--eval-every", "0",
-        "--minutes", "0",
+        "--train-batch", "512", "--minibatch", "256", "--update-epochs", "1", "--hidden", "32",
+        "--layers", "1", "--snapshot-pool", "1", "--checkpoint-every", "1", "--eval-every", "0",
+        "--total-minutes", "0",
     ]  # fmt: skip
-    first = _run([*train, "--iterations", "2"])
+    first = _run([*train, "--total-updates", "2"])
     assert first.returncode == 0, first.stderr[-3000:]
     run = tmp_path / "cluster"
     nodes = json.loads((run / "cluster.json").read_text())["runner_nodes"]
@@ -68,7 +68,7 @@ def test_training_spans_two_nodes_resumes_and_exports(two_nodes: Any, tmp_path: 
     assert len(nodes) == 2 and len(set(nodes)) == 2 and set(nodes) <= alive
     assert "2 env runner(s) on 2 node(s)" in first.stderr
 
-    second = _run([*train, "--iterations", "3", "--resume"])
+    second = _run([*train, "--total-updates", "3", "--resume"])
     assert second.returncode == 0, second.stderr[-3000:]
     assert "cluster: iteration 2," in second.stderr  # resumed from its checkpoint
     progress = json.loads((run / "checkpoint" / "butifarra_progress.json").read_text())

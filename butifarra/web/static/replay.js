@@ -28,6 +28,9 @@
     function actionText(a) {
       return a < 48 ? C.longName(a) : (data.action_names[String(a)] || String(a));
     }
+    function lastText(last) {  // the move in the server's words (butifarra_env.core.narration)
+      return last.text || actionText(last.action);
+    }
 
     host.textContent = "";
     host.classList.add("bt-replay");
@@ -131,7 +134,7 @@
         });
         box.appendChild(hand);
         if (f.last && f.last.seat === s && f.last.action >= 48) {
-          box.appendChild(el("div", "bt-bubble", actionText(f.last.action)));
+          box.appendChild(el("div", "bt-bubble", lastText(f.last)));
         }
       }
     }
@@ -150,7 +153,7 @@
       }
       var text = "";
       if (f.last) {
-        text = who(f.last.seat) + ": " + actionText(f.last.action);
+        text = who(f.last.seat) + ": " + lastText(f.last);
         if (f.trick_done) text += " — trick to " + data.players[f.trick_done.winner] + " (" + f.trick_done.points + " pts)";
       } else {
         text = "Dealt: " + who(data.dealer) + " deals";

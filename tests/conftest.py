@@ -1,0 +1,133 @@
+"""Test tiers: markers given by path and test name in one place, and xdist groups.
+
+Tiers (markers registered in pyproject.toml, ``--strict-markers``):
+
+- ``integration``: tests/integrations/ (framework clients: SB3, RLlib, OpenSpiel, ...);
+- ``browser``: headless Chromium (tests/test_web_browser.py);
+- ``notebook``: the notebooks executed in a kernel (tests/test_notebooks.py);
+- ``cluster``: tests that start Ray (a two-node cluster or a local Ray);
+- ``slow``: subprocess trainings, long arena / property runs and the like, each over about
+  5 s on an idle 2-core machine (measured with ``--durations=0``), listed in :data:`SLOW`;
+- the unmarked rest is the unit tier:
+  ``python -m pytest -m "not (integration or browser or notebook or cluster or slow)"``.
+
+The default run (``python -m pytest``) runs every tier on two xdist workers
+(``-n 2 --dist loadgroup`` in pyproject.toml). The heavy tiers (browser, notebook, cluster)
+share one xdist group, so a Ray cluster, Chromium and a notebook kernel never run at the same
+time as each other; tests that share a module-scoped fixture defined in their module (a
+trained model, a server) share a group per module, so the fixture is built once.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+HEAVY = ("browser", "notebook", "cluster")
+"""Markers whose tests run one at a time on a single xdist worker (group ``heavy``)."""
+
+BY_PATH = {
+    "tests/integrations/": "integration",
+    "tests/test_web_browser.py": "browser",
+    "tests/integrations/test_rllib_cluster.py": "cluster",
+}
+"""Path prefix -> marker."""
+
+BY_NAME = {
+    "tests/test_notebooks.py::test_notebook_executes": "notebook",
+}
+"""``path::function`` -> marker (every parametrization of the function)."""
+
+RAY_FIXTURES = {"local_ray", "two_nodes"}
+"""Fixtures that start Ray: a test using one is a ``cluster`` test."""
+
+SLOW = {
+    # subprocess trainings and commands
+    "tests/test_demo.py::test_demo_is_reproducible_and_rejects_bad_counts",
+    "tests/test_demo.py::test_demo_narrates_a_hand_and_prints_the_arena_figures",
+    "tests/test_training_faults.py::test_kill_9_anywhere_then_resume_ends_like_an_uninterrupted_run",
+    "tests/test_training_faults.py::test_ctrl_c_saves_a_final_checkpoint_and_exits_130",
+    "tests/test_training_faults.py::test_rerun_without_resume_is_refused_and_changes_nothing",
+    "tests/test_exploit.py::test_exploit_random_end_to_end_then_refuses_to_overwrite",
+    "tests/test_exploit.py::test_ctrl_c_saves_the_run_and_says_where",
+    "tests/test_exploit.py::test_opponent_agent_fills_every_opponent_seat_and_is_evaluated",
+    "tests/test_ppo.py::test_smoke_training_subprocess",
+    "tests/test_ppo.py::test_cli_help_lists_flags",
+    "tests/test_arena.py::test_console_script_exit_status_without_traceback",
+    # in-process training
+    "tests/test_ppo_schedules.py::test_teacher_makes_the_learner_play_like_it",
+    "tests/test_ppo_schedules.py::test_belief_training_learns_who_holds_what",
+    "tests/test_env_formats.py::test_sb3_contrib_maskable_ppo_finds_the_masks_and_learns_through_env_kwargs",
+    # strength and long arena runs
+    "tests/test_ppo.py::test_shipped_checkpoint_clearly_beats_random",
+    "tests/test_agents.py::test_ppo_r1_stays_the_panel_and_search_bidder",
+    "tests/test_arena.py::test_results_depend_on_the_seed_not_on_the_worker_count",
+    "tests/test_arena.py::test_match_results_do_not_depend_on_the_worker_count",
+    "tests/test_eval.py::test_results_do_not_depend_on_the_number_of_workers",
+    # many random hands against a reference
+    "tests/test_properties.py::test_incremental_observer_equals_reference_encoding",
+    "tests/test_properties.py::test_env_masks_zero_sum_and_replay_reproduces_every_observation",
+    "tests/test_properties.py::test_random_hand_invariants",
+    "tests/test_batched.py::test_hand_number_is_clipped_after_255_hands",
+    "tests/test_batched.py::test_single_hands_match_reference",
+    "tests/test_batched.py::test_matches_match_reference",
+    "tests/test_batched.py::test_large_batch_matches_reference",
+    "tests/test_gym_vector.py::test_each_sub_env_is_a_single_agent_env_on_the_same_deals",
+    "tests/test_deal_sets.py::test_shipped_file_matches_its_hash_and_the_generator",
+    # integrations that train or play many hands (also marked integration)
+    "tests/integrations/test_openspiel.py::test_ismcts_plays_legally_and_beats_random_on_duplicate_deals",
+    "tests/integrations/test_openspiel.py::test_deal_consistent_is_uniform_over_exactly_the_consistent_deals",
+    "tests/integrations/test_tianshou.py::test_collector_reads_the_mask_and_plays_only_legal_moves",
+    "tests/integrations/test_tianshou.py::test_tiny_training_run_then_the_arena",
+    "tests/integrations/test_agilerl.py::test_train_off_policy_reads_masks_from_info",
+    "tests/integrations/test_sb3.py::test_maskable_ppo_trains_on_make_vec_env_defaults_without_illegal_moves",
+    "tests/integrations/test_sb3.py::test_as_agent_feeds_the_model_what_it_was_trained_on",
+    "tests/integrations/test_sb3.py::test_trained_model_plays_a_duplicate_duel",
+    "tests/integrations/test_search_vs_ismcts.py::test_both_agents_reported_and_reproducible",
+    "tests/integrations/test_rllib_cluster.py::test_training_spans_two_nodes_resumes_and_exports",
+}
+"""``path::function`` of the slow tests (every parametrization); tests/test_tiers.py checks
+that each still names a test."""
+
+
+def _where(item: pytest.Item) -> tuple[str, str]:
+    """``(path, path::function)`` of a test, the path relative to the repository root."""
+    path = item.nodeid.split("::", 1)[0]
+    name = getattr(item, "originalname", None) or item.name.split("[", 1)[0]
+    return path, f"{path}::{name}"
+
+
+def _module_fixture_group(item: pytest.Item, path: str) -> str | None:
+    """``module:<path>`` when the test uses a module- or class-scoped fixture defined in its
+    own module (built once per worker: the module's tests then stay on one worker)."""
+    info = getattr(item, "_fixtureinfo", None)
+    module = getattr(getattr(item, "module", None), "__file__", None)
+    if info is None or module is None:
+        return None
+    for name in info.names_closure:
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            func = getattr(fixturedef, "func", None)
+            code = getattr(func, "__code__", None)
+            if fixturedef.scope in ("module", "class") and code and code.co_filename == module:
+                return f"module:{path}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects and before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path, name = _where(item)
+        marks = {m for prefix, m in BY_PATH.items() if path.startswith(prefix)}
+        if name in BY_NAME:
+            marks.add(BY_NAME[name])
+        if RAY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            marks.add("cluster")
+        if name in SLOW:
+            marks.add("slow")
+        for mark in sorted(marks - {m.name for m in item.iter_markers()}):
+            item.add_marker(getattr(pytest.mark, mark))
+        if any(item.get_closest_marker(m) for m in HEAVY):
+            group: str | None = "heavy"
+        else:
+            group = _module_fixture_group(item, path)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))

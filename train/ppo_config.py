@@ -1,0 +1,343 @@
+"""The settings of a PPO run (:class:`Config`, every knob a ``python -m train.ppo`` flag) and
+their checks (:func:`check_config`), imported by :mod:`train.ppo` and the modules around it.
+
+The defaults are the shipped checkpoint's recipe. The field docstrings are the ``--help``
+text (tyro reads them). The rules the checks apply (the opponent-schedule format, the budget,
+how long a hand can be) are pure functions in :mod:`train.ppo_settings`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from agents.ppo_net import MAX_HIDDEN, MAX_LAYERS
+from butifarra_env.core.validate import check_int, check_number
+from train import run_folder
+from train.ppo_settings import (
+    MAX_NUM_ENVS,
+    check_hands_can_finish,
+    make_opponent_agent,
+    parse_opp_schedule,
+)
+
+
+class Opponent(IntEnum):
+    """Who the learner's team faces in a training hand (drawn per hand and engine slot)."""
+
+    SELF = 0
+    """The current policy: pure self-play, all four seats learn."""
+    SNAPSHOT = 1
+    """A past snapshot of the policy."""
+    RULE = 2
+    """The fixed agent of ``opponent_agent`` (the rule-based agent by default)."""
+    RANDOM = 3
+    """The uniformly random agent."""
+
+
+OPPONENTS = tuple(o.name.lower() for o in Opponent)
+"""Opponent names in :class:`Opponent` order: self, snapshot, rule, random."""
+
+
+@dataclass
+class Config:
+    """Every knob of a training run (each one is a CLI flag: ``python -m train.ppo --help``).
+    The defaults are the shipped checkpoint's recipe."""
+
+    exp_name: str = "ppo"
+    """Prefix of the run name (the run name also carries the seed)."""
+    run_name: str | None = None
+    """Folder name under ``run_dir``; default ``{exp_name}_s{seed}``. ``--resume`` uses it."""
+    run_dir: str = "runs"
+    """Where runs write checkpoint.pt, metrics.csv and TensorBoard events."""
+    seed: int = 1
+    """Seeds torch, numpy and the deals: the same seed gives the same run on CPU."""
+    device: str = "auto"
+    """"auto" (CUDA when present, else CPU), "cpu" or "cuda[:i]"."""
+    torch_threads: int = 1
+    """torch.set_num_threads; 0 = min(2, CPU count) (small nets gain nothing from more)."""
+    deterministic: bool = True
+    """torch.use_deterministic_algorithms (cheap on CPU for this MLP)."""
+
+    total_minutes: float = 60.0
+    """Wall-clock training budget, summed over resumes; 0 = no time limit."""
+    total_updates: int = 0
+    """Stop after this many PPO updates; 0 = no limit (then total_minutes must be > 0)."""
+
+    num_envs: int = 256
+    """Hands played in parallel by the batched engine."""
+    num_steps: int = 64
+    """Engine steps (decisions of any seat) per environment per rollout."""
+    hidden: int = 256
+    """Width of the MLP trunk."""
+    layers: int = 2
+    """Hidden layers in the MLP trunk."""
+    central_value: bool = True
+    """Centralised critic: the value MLP also sees the three hidden hands (from eng.state())."""
+    canonical_suits: bool = True
+    """Relabel suits inside the model so trump is always suit 0 (shares card-play learning)."""
+    mask_input: bool = True
+    """Feed the legal-action mask to the networks as 56 extra inputs."""
+    belief: bool = True
+    """Belief head on the policy trunk: predicts which other seat holds each card, trained
+    as an auxiliary loss (weight ``belief_coef``) against the true hidden hands."""
+    belief_coef: float = 0.5
+    """Weight of the belief loss (binary cross-entropy, mean over 144 outputs)."""
+    card_features: bool = True
+    """Give the trunk what the rules say about each card: masters, cards that would win
+    the trick now, whether the partner is winning it (147 extra inputs)."""
+    card_head: bool = True
+    """Add to each card's logit the output of one small network shared by all 48 cards,
+    reading that card's features and the trunk (card play learnt once for every card)."""
+    init_from: str | None = None
+    """Start the network from an agent checkpoint instead of a fresh initialisation: a path,
+    or "shipped" (the shipped PPO weights). On the command line the architecture flags
+    default to the checkpoint's; a flag that contradicts it is an error."""
+
+    learning_rate: float = 8e-4
+    """Adam step size."""
+    anneal_lr: bool = True
+    """Linearly anneal the step size towards ``lr_final`` x learning_rate over the budget
+    (the larger of the spent shares of total_updates and total_minutes)."""
+    lr_final: float = 0.0
+    """With anneal_lr: the step size at the end of the budget, as a fraction of learning_rate."""
+    gamma: float = 1.0
+    """Discount per own decision (a hand is short; 1.0 = undiscounted hand score)."""
+    gae_lambda: float = 0.95
+    """GAE lambda along each seat's own decisions."""
+    reward_scale: float = 1.0 / 36.0
+    """Rewards (raw team score difference, up to +-1152) are multiplied by this for learning."""
+    num_minibatches: int = 4
+    """Minibatches per epoch (the batch size varies with the number of finished hands)."""
+    update_epochs: int = 4
+    """Passes over each batch."""
+    clip_coef: float = 0.2
+    """PPO ratio clipping."""
+    clip_vloss: bool = False
+    """Clip the value loss around the old value estimates as in the PPO paper's code."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus (entropy over legal actions only)."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clipping."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    target_kl: float | None = None
+    """Stop the epochs early when the approximate KL exceeds this (None = never)."""
+
+    opp_self: float = 0.05
+    """Share of hands in pure self-play (all four seats are the learner)."""
+    opp_snapshot: float = 0.0
+    """Share of hands against a past snapshot of the policy."""
+    opp_rule: float = 0.9
+    """Share of hands against the fixed agent (``opponent_agent``; rule-based by default)."""
+    opp_random: float = 0.05
+    """Share of hands against the uniformly random agent."""
+    opp_schedule: str | None = None
+    """Opponent curriculum: stages "FROM:name=share,...;FROM:..." where FROM is the share of
+    the budget (0 to 1) at which the stage starts and names are self, snapshot, rule and
+    random (omitted ones are 0), e.g. "0:self=.3,snapshot=.1,rule=.5,random=.1;0.1:rule=.9,
+    random=.1". The first stage starts at 0. Replaces the four opp_* shares when given."""
+    teacher: str | None = "rule"
+    """Kickstarting: a registry agent ("rule") whose choice at each of the learner's
+    decisions is imitated by an extra cross-entropy loss, weighted ``teacher_coef`` at the
+    start and falling linearly to 0 at ``teacher_until`` of the budget. The learner still
+    acts itself (PPO stays on-policy); the teacher only says what it would have done."""
+    teacher_coef: float = 1.0
+    """Initial weight of the imitation loss (mean cross-entropy of the teacher's action)."""
+    teacher_until: float = 0.25
+    """Share of the budget (0 to 1) at which the imitation weight reaches 0."""
+    teacher_bid_floor: float = 0.3
+    """Least imitation weight on bidding and doubling decisions (no card to play), kept for
+    the whole run: these are rare and high-variance, so PPO alone drifts from the teacher's
+    calibrated bids after the schedule ends. 0 = they follow the schedule like the rest."""
+    opponent_agent: str = "rule"
+    """Registry spec of the fixed agent of the ``opp_rule`` share ("rule", "random", "ppo",
+    "ppo:PATH", "search:..."), on both opponent seats; also evaluated against when it is
+    neither rule nor random (``eval_opponent_*``)."""
+    snapshot_every: int = 10
+    """Add the current policy to the snapshot pool every this many updates."""
+    snapshot_pool: int = 8
+    """Most snapshots kept (oldest dropped)."""
+
+    eval_every: int = 60
+    """Evaluate vs random, vs rule-based (and vs ``opponent_agent``) every this many updates
+    (0 = never), with agents/evaluation/arena.py's duplicate ``duel``."""
+    eval_deals: int = 1000
+    """Duplicate deals per interval evaluation (each played with both seatings)."""
+    eval_seed: int = 12345
+    """Seed of the fixed evaluation deal set."""
+    checkpoint_every: int = 10
+    """Write runs/NAME/checkpoint.pt every this many updates, at the end and on Ctrl-C (the
+    one before it is kept as checkpoint.prev.pt)."""
+    export_path: str | None = None
+    """Also write the model alone (an agent checkpoint) here at each checkpoint; an existing
+    file is only replaced if this run wrote it."""
+    milestone_minutes: tuple[float, ...] = (10.0,)
+    """Also keep the model as it was when the run first passed each of these wall-clock
+    minutes, as ``runs/NAME/model_at_{M}min.pt`` (written once, never replaced), to measure
+    the run part-way (e.g. the 10-minute target) at full evaluation size."""
+    resume: bool = False
+    """Continue runs/NAME from checkpoint.pt (checkpoint.prev.pt if that one is unreadable).
+    Without it, a run name that already holds a run is refused."""
+    tensorboard: bool = True
+    """Write TensorBoard events next to the CSV log."""
+    progress: bool = True
+    """Show a tqdm progress bar with live metrics."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field (before any work is done); files and
+        folders are checked when :func:`train.ppo.train` starts
+        (:func:`~train.ppo_checkpoint.prepare_run`)."""
+        check_config(self)
+
+    def opponent_probs(self, progress: float = 0.0) -> np.ndarray:
+        """Per-hand probabilities of each :class:`Opponent` (in that order), normalised, when
+        ``progress`` (0 to 1) of the budget is spent (the stage of ``opp_schedule`` then)."""
+        if self.opp_schedule is not None:
+            stages = parse_opp_schedule(self.opp_schedule, OPPONENTS)
+            return next(p for start, p in reversed(stages) if progress >= start)
+        p = np.array([self.opp_self, self.opp_snapshot, self.opp_rule, self.opp_random], float)
+        return p / p.sum() if p.sum() > 0 and (p >= 0).all() else p
+
+    def teacher_weight(self, progress: float) -> float:
+        """Weight of the imitation loss when ``progress`` (0 to 1) of the budget is spent."""
+        if self.teacher is None or self.teacher_until <= 0:
+            return 0.0
+        return self.teacher_coef * max(0.0, 1.0 - progress / self.teacher_until)
+
+    def asks_teacher(self, progress: float) -> bool:
+        """The teacher's choices are needed when ``progress`` of the budget is spent."""
+        return self.teacher is not None and (
+            self.teacher_weight(progress) > 0 or self.teacher_bid_floor > 0
+        )
+
+    def uses_fixed_agent(self) -> bool:
+        """Some hands are drawn against ``opponent_agent`` (at some stage of the schedule)."""
+        if self.opp_schedule is not None:
+            stages = parse_opp_schedule(self.opp_schedule, OPPONENTS)
+            return any(p[Opponent.RULE] > 0 for _, p in stages)
+        return self.opp_rule > 0
+
+    @property
+    def name(self) -> str:
+        return self.run_name or f"{self.exp_name}_s{self.seed}"
+
+    @property
+    def out_dir(self) -> Path:
+        """The run folder: ``run_dir/name``."""
+        return Path(self.run_dir) / self.name
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """The newest full checkpoint (``checkpoint.prev.pt`` beside it is the one before)."""
+        return self.out_dir / "checkpoint.pt"
+
+    @property
+    def csv_path(self) -> Path:
+        """The metrics log, one row per update (:data:`~train.ppo_metrics.CSV_FIELDS`)."""
+        return self.out_dir / "metrics.csv"
+
+    @property
+    def opponent_eval_name(self) -> str:
+        """The NAME of the ``eval_NAME_mean`` column of the evaluation against
+        ``opponent_agent``: ``rule``, ``random``, or ``opponent`` for any other agent."""
+        spec = self.opponent_agent.strip().lower()
+        return spec if spec in ("rule", "random") else "opponent"
+
+    def resume_command(self) -> str:
+        """The command line that continues this run with the same budget, threads and export."""
+        args = [
+            "--run-dir", self.run_dir, "--run-name", self.name, "--total-updates",
+            str(self.total_updates), "--total-minutes", f"{self.total_minutes:g}",
+        ]  # fmt: skip
+        if self.torch_threads:
+            args += ["--torch-threads", str(self.torch_threads)]
+        if self.export_path:
+            args += ["--export-path", self.export_path]
+        return run_folder.resume_command("train.ppo", args)
+
+
+# ----------------------------------------------------------------------------- checking a config
+def check_config(cfg: Config) -> None:
+    """ValueError naming the first bad field of ``cfg`` (before any work is done)."""
+    bounded = {"hidden": MAX_HIDDEN, "layers": MAX_LAYERS, "num_envs": MAX_NUM_ENVS}
+    positive_ints = (
+        "num_envs", "num_steps", "hidden", "layers", "num_minibatches", "update_epochs",
+        "snapshot_every", "snapshot_pool", "checkpoint_every", "eval_deals",
+    )  # fmt: skip
+    for name in positive_ints:
+        check_int(name, getattr(cfg, name), 1, bounded.get(name))
+    for name in ("total_updates", "eval_every", "torch_threads", "seed", "eval_seed"):
+        check_int(name, getattr(cfg, name), 0)
+    check_number("total_minutes", cfg.total_minutes, 0.0, lo_inclusive=True)
+    if not isinstance(cfg.milestone_minutes, (tuple, list)):
+        raise ValueError(
+            f"milestone_minutes must be a list of minutes, got {cfg.milestone_minutes!r}"
+        )
+    for m in cfg.milestone_minutes:
+        check_number("milestone_minutes", m, 0.0)
+    if cfg.total_minutes == 0 and cfg.total_updates == 0:
+        raise ValueError("set total_minutes > 0 or total_updates > 0, or the run never ends")
+    check_hands_can_finish(cfg.num_steps, cfg.checkpoint_every, cfg.total_updates)
+    for name in ("learning_rate", "clip_coef", "reward_scale"):
+        check_number(name, getattr(cfg, name), 0.0)
+    for name in ("gamma", "gae_lambda", "lr_final", "teacher_until"):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+            raise ValueError(f"{name} must be in [0, 1], got {v!r}")
+    non_negative = (
+        "ent_coef", "vf_coef", "max_grad_norm", "belief_coef", "teacher_coef",
+        "teacher_bid_floor", "opp_self", "opp_snapshot", "opp_rule", "opp_random",
+    )  # fmt: skip
+    for name in non_negative:
+        check_number(name, getattr(cfg, name), 0.0, lo_inclusive=True)
+    if cfg.target_kl is not None:
+        check_number("target_kl", cfg.target_kl, 0.0)
+    if cfg.opp_schedule is not None:
+        cfg.opponent_probs()  # parses the schedule: ValueError naming the bad stage
+    elif cfg.opponent_probs().sum() <= 0:
+        raise ValueError("opp_self, opp_snapshot, opp_rule, opp_random must not all be 0")
+    _check_names(cfg)
+    _check_agents(cfg)
+
+
+def _check_names(cfg: Config) -> None:
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(cfg.device)):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got {cfg.device!r}")
+    if cfg.device.startswith("cuda"):
+        index = int(cfg.device.partition(":")[2] or 0)
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise ValueError(f"device {cfg.device!r} asked for but it is not available")
+    for name in ("exp_name", "run_name"):
+        v = getattr(cfg, name)
+        if v is None and name == "run_name":
+            continue
+        if not isinstance(v, str) or v in ("", ".", "..") or any(c in v for c in ("/", "\\", "\0")):
+            raise ValueError(f"{name} must be a plain folder name (no '/'), got {v!r}")
+    for name in ("run_dir", "export_path"):
+        v = getattr(cfg, name)
+        if not (v is None and name == "export_path") and (not isinstance(v, str) or not v):
+            raise ValueError(f"{name} must be a non-empty path, got {v!r}")
+
+
+def _check_agents(cfg: Config) -> None:
+    """The fixed agent and the teacher can be built (a typo or a missing checkpoint fails
+    here, not minutes into the run); ``init_from`` names a file (read when the run starts)."""
+    for name in ("opponent_agent", "teacher"):
+        spec = getattr(cfg, name)
+        if spec is None:
+            continue
+        try:
+            make_opponent_agent(spec, cfg.seed)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    v = cfg.init_from
+    if v is not None and (not isinstance(v, str) or not v.strip()):
+        raise ValueError(f'init_from must be a checkpoint path or "shipped", got {v!r}')
