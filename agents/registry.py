@@ -87,7 +87,10 @@ def _no_argument(name: str, argument: str | None) -> None:
 
 
 def _make_search(argument: str | None, seed: int | None) -> Agent:
-    """``search`` or ``search:samples=32,budget=0.2,endgame=4,bidding=rule``."""
+    """``search`` or ``search:samples=32,budget=0.2,endgame=4,bidding=rule``: the options and
+    their ranges are :class:`agents.search_agent.SearchConfig`'s (checked by its parser);
+    ``infer`` is then resolved against the bidding agent built here (its action
+    probabilities, or 1 without them)."""
     from agents.search_agent import SearchAgent, SearchConfig
 
     config = SearchConfig.parse(argument)
@@ -97,9 +100,7 @@ def _make_search(argument: str | None, seed: int | None) -> Agent:
             bidding = make_agent("ppo-r1", seed)
         except ValueError:  # no torch or no checkpoint: the rule-based player bids
             bidding = make_agent("rule", seed)
-    elif spec.split(":", 1)[0] == "search":
-        raise ValueError("search agent: bidding must be another agent, not search")
-    else:
+    else:  # SearchConfig refused bidding=search... already
         bidding = make_agent(spec, seed)
     return SearchAgent(config, bidding=bidding, seed=seed)
 

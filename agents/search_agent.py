@@ -15,14 +15,21 @@ shipped PPO policy, ``ppo-r1``, when torch is installed, else the rule-based pla
 
 The work per decision is a number of sampled deals (``samples``: deterministic for a
 seed) and, optionally, a time budget in seconds (``budget``): sampling stops at whichever
-comes first (a budget makes results depend on the machine's speed).
+comes first (a budget makes results depend on the machine's speed; its clock starts before
+any deal is drawn). :class:`SearchConfig` bounds every option (:data:`SAMPLES_MAX`,
+:data:`ENDGAME_MAX`, :data:`INFER_MAX`, :data:`BUDGET_MAX`), so no spec can hang or ask
+for unbounded memory.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
+from numbers import Integral, Real
+from typing import NoReturn
 
 import numpy as np
 
@@ -47,31 +54,96 @@ from butifarra_env.core.rules import (
 from butifarra_env.core.rules import WINNERS as _WINNERS
 from butifarra_env.core.sampling import HiddenDeal, known_absent
 
+SAMPLES_MAX = 1000
+"""The most ``samples``: without a budget, 1000 deals take seconds per decision (25 s measured
+with ``endgame=5`` from 5 tricks left; the strong setting's 32 take 74 ms median,
+docs/search.md), and the deals of one decision are held in memory at once."""
+INFER_MAX = 16
+"""The most ``infer``: a pool of at most 16 x 1000 deals, weighed in one bidding-policy batch
+(about 110 MB more peak memory with the PPO bidder, measured)."""
+ENDGAME_MAX = 5
+"""The most ``endgame``: solving every legal card (what the agent does once ``endgame`` tricks
+are left, and about what each sample's rollouts cost) took at worst 0.3 s (20,000 nodes) from
+5 tricks left over 300 random positions, 2.6 s (176,000 nodes) from 6 over the same number,
+and 11 s (1.1 million nodes) from 7 over 30, on this project's shared 2-core machine
+(``benchmarks/bench_search.py --best-moves``); an exhaustive solve from 12 tricks does not
+finish. See docs/search.md."""
+BUDGET_MAX = 60.0
+"""The longest ``budget`` in seconds (longer is taken for a mistake: milliseconds typed as
+seconds are well below it, an hour per card is not a setting)."""
+DEFAULT_INFER = 4
+"""``infer`` when it is not given and the bidding agent has action probabilities (else 1)."""
+
+_RANGES = {
+    "samples": f"an integer from 1 to {SAMPLES_MAX}",
+    "endgame": f"an integer from 0 to {ENDGAME_MAX} (tricks)",
+    "infer": f"an integer from 0 to {INFER_MAX}",
+    "budget": f"a number of seconds from 0 (no limit) to {BUDGET_MAX:g}",
+    "bidding": "an agent spec (not search)",
+}
+
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """The knobs of :class:`SearchAgent` (each one a ``key=value`` of the agent spec)."""
+    """The knobs of :class:`SearchAgent` (each one a ``key=value`` of the agent spec).
+
+    Every value is checked when the config is made (:meth:`parse` or the constructor): a
+    ValueError names the option, the value and the allowed range (:data:`SAMPLES_MAX`,
+    :data:`ENDGAME_MAX`, :data:`INFER_MAX`, :data:`BUDGET_MAX`).
+    """
 
     samples: int = 12
-    """Sampled deals per card decision (the most; fewer when ``budget`` runs out first)."""
+    """Sampled deals per card decision (the most; fewer when ``budget`` runs out first),
+    1 to :data:`SAMPLES_MAX`."""
     budget: float = 0.0
-    """Seconds per decision; 0 = no time limit (only ``samples``)."""
+    """Seconds per decision, finite, up to :data:`BUDGET_MAX`; 0 = no time limit (only
+    ``samples``). Deals are drawn as the search goes, so the budget covers sampling too."""
     endgame: int = 3
-    """Solve exactly once this many tricks (or fewer) are left; roll out before that."""
+    """Solve exactly once this many tricks (or fewer) are left; roll out before that. 0 to
+    :data:`ENDGAME_MAX`."""
     bidding: str = "auto"
     """Agent spec for trump choice and doubling: "auto" (``ppo-r1``, the PPO policy every
     published search figure was measured with, if torch is there; else ``rule``)."""
-    infer: int = 4
+    infer: int | None = None
     """Bidding inference: draw ``infer`` x ``samples`` deals and keep ``samples`` of them,
     favouring the deals under which the bidding agent's policy would have chosen trump (and
-    delegated) as the hidden seats did; 0 or 1 = uniform deals (also when the bidding agent
-    has no policy distribution, e.g. the rule-based player)."""
+    delegated) as the hidden seats did; 0 or 1 = uniform deals. Unset (None):
+    :data:`DEFAULT_INFER` when the bidding agent has action probabilities (PPO), else 1. It
+    needs those probabilities: with a bidding agent that has none (the rule-based player)
+    the agent uses 1 and warns when a larger value was set (:meth:`infer_for`)."""
+
+    def __post_init__(self) -> None:
+        for key in ("samples", "endgame", "infer"):
+            value = getattr(self, key)
+            if key == "infer" and value is None:
+                continue
+            top = {"samples": SAMPLES_MAX, "endgame": ENDGAME_MAX, "infer": INFER_MAX}[key]
+            low = 1 if key == "samples" else 0
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                _refuse(key, value)
+            number = int(value)  # numpy integers become ints
+            if not low <= number <= top:
+                _refuse(key, value)
+            object.__setattr__(self, key, number)
+        budget = self.budget
+        if (
+            isinstance(budget, bool)
+            or not isinstance(budget, Real)
+            or not math.isfinite(budget)
+            or not 0 <= budget <= BUDGET_MAX
+        ):
+            _refuse("budget", budget)
+        object.__setattr__(self, "budget", float(budget))
+        if not isinstance(self.bidding, str) or not self.bidding.strip():
+            _refuse("bidding", self.bidding)
+        if self.bidding.split(":", 1)[0].strip().lower() == "search":
+            _refuse("bidding", self.bidding)
 
     @classmethod
     def parse(cls, text: str | None) -> SearchConfig:
         """``"samples=32,budget=0.2"`` -> a config; ValueError naming a bad key or value."""
         values: dict[str, object] = {}
-        known = {f.name: f.type for f in fields(cls)}
+        known = [f.name for f in fields(cls)]
         for item in (text or "").split(","):
             if not item.strip():
                 continue
@@ -79,25 +151,67 @@ class SearchConfig:
             key = key.strip()
             if not sep or key not in known:
                 raise ValueError(
-                    f"search agent option {item.strip()!r}: use key=value with keys {list(known)}"
+                    f"search agent option {_shown(item.strip())}: use key=value with keys {known}"
                 )
             raw = raw.strip()
+            if key == "bidding":
+                values[key] = raw
+                continue
             try:
-                number = float(raw) if key == "budget" else int(raw) if key != "bidding" else 0
-                values[key] = raw if key == "bidding" else number
+                values[key] = float(raw) if key == "budget" else int(raw)
             except ValueError:
-                raise ValueError(f"search agent option {key}={raw!r} is not a number") from None
-        cfg = cls(**values)  # type: ignore[arg-type]
-        if cfg.samples < 1 or cfg.budget < 0 or not 0 <= cfg.endgame <= 12 or cfg.infer < 0:
-            raise ValueError(
-                "search agent: samples must be >= 1, budget >= 0 seconds, endgame 0-12 tricks, "
-                f"infer >= 0; got {cfg}"
+                _refuse(key, raw)
+        return cls(**values)  # type: ignore[arg-type]
+
+    def infer_for(self, bidding: Agent | None) -> int:
+        """The ``infer`` the agent uses with this bidding agent: as set, or
+        :data:`DEFAULT_INFER` when unset, if the bidding agent has action probabilities;
+        else 1 (uniform deals: there is nothing to weigh them by), with a warning when a
+        larger value was set explicitly."""
+        if has_action_probs(bidding):
+            return DEFAULT_INFER if self.infer is None else self.infer
+        if self.infer is not None and self.infer > 1:
+            name = getattr(bidding, "name", None) if bidding is not None else None
+            warnings.warn(
+                f"search agent option infer={self.infer} weighs deals by the bidding agent's "
+                f"action probabilities, and the bidding agent {name!r} has none: using "
+                "infer=1 (uniform deals)",
+                UserWarning,
+                stacklevel=3,
             )
-        return cfg
+        return 1 if self.infer is None or self.infer > 1 else self.infer
+
+
+def has_action_probs(agent: Agent | None) -> bool:
+    """Whether ``agent`` gives action probabilities (overrides
+    :meth:`~agents.base.Agent.action_probs_batch`, whose default returns None)."""
+    if agent is None:
+        return False
+    method = getattr(type(agent), "action_probs_batch", None)
+    return method is not None and method is not Agent.action_probs_batch
+
+
+def _refuse(key: str, value: object) -> NoReturn:
+    raise ValueError(f"search agent option {key}={_shown(value)}: must be {_RANGES[key]}")
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """A value as typed, cut short (a message stays one readable line)."""
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except ValueError:  # an int too long to print (Python's 4300-digit limit)
+        text = f"<a {value.bit_length()}-bit integer>" if isinstance(value, int) else "<?>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class SearchAgent(Agent):
-    """PIMC card play with a double-dummy endgame; bidding by another agent."""
+    """PIMC card play with a double-dummy endgame; bidding by another agent.
+
+    ``config.infer`` is resolved against the bidding agent when the agent is made
+    (:meth:`SearchConfig.infer_for`): :attr:`config` holds the value used. ``clock``
+    (seconds, :func:`time.perf_counter` by default) is what the time budget is measured
+    with; tests pass a fake one. :attr:`stats` describes the last searched card decision.
+    """
 
     name = "search"
 
@@ -106,10 +220,14 @@ class SearchAgent(Agent):
         config: SearchConfig | None = None,
         bidding: Agent | None = None,
         seed: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self.config = config or SearchConfig()
+        config = config or SearchConfig()
+        self.config = replace(config, infer=config.infer_for(bidding))
         self.bidding = bidding
         self.rng = np.random.default_rng(seed)
+        self.clock = clock
+        self.stats = SearchStats()
 
     def reset(self, seed: int | None = None) -> None:
         self.rng = np.random.default_rng(seed)
@@ -128,9 +246,12 @@ class SearchAgent(Agent):
         if not legal & (legal - 1):
             return legal.bit_length() - 1
         prior = None
-        if self.bidding is not None and self.config.infer > 1:
+        if self.bidding is not None and (self.config.infer or 0) > 1:
             prior = BiddingPrior(self.bidding, observation, view).weights
-        return choose_card(view, legal, self.config, self.rng, prior=prior)
+        self.stats = SearchStats()
+        return choose_card(
+            view, legal, self.config, self.rng, clock=self.clock, stats=self.stats, prior=prior
+        )
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         obs, masks = check_batch(observations, action_masks)
@@ -147,8 +268,18 @@ class SearchStats:
     """What the last card decision did (for tests and benchmarks)."""
 
     samples: int = 0
+    """Deals searched (every candidate card scored on each)."""
     seconds: float = 0.0
+    """Time of the decision by its clock, sampling included."""
     candidates: int = 0
+    """Cards scored (one per group of equivalent cards)."""
+    drawn: int = 0
+    """Deals drawn from the sampler (the bidding inference's pools included)."""
+
+
+DEAL_CHUNK_MAX = 8
+"""With a time budget, deals are drawn in chunks of 1, 2, 4, then this many samples (each
+chunk's bidding-inference pool weighed at once), the clock read between samples and cards."""
 
 
 def choose_card(
@@ -167,6 +298,12 @@ def choose_card(
     (optional) weighs a pool of ``config.infer`` x ``samples`` consistent deals
     (:class:`BiddingPrior`); ``samples`` of them are then drawn, without replacement, in
     proportion to the weights.
+
+    Without a budget every deal is drawn up front (deterministic for the seed). With one, the
+    clock starts before sampling: deals are drawn a chunk at a time (:data:`DEAL_CHUNK_MAX`)
+    and the search stops once 90% of the budget is spent, read after every sample and before
+    every further card; a sample cut short is dropped, and the first sample is always
+    finished (so there is always a choice).
     """
     start = clock()
     trick = [
@@ -181,45 +318,82 @@ def choose_card(
     candidates = [g[0] for g in groups]
     totals = dict.fromkeys(candidates, 0)
     tricks_left = view.sizes[0]  # my cards = tricks still to finish, the current one included
-    deals = _draw_deals(hidden, config, rng, prior)
+    infer = DEFAULT_INFER if config.infer is None else config.infer
+    drawn = [0]
+    limit = config.budget * 0.9
+
+    def spent() -> bool:
+        return bool(config.budget) and clock() - start >= limit
+
+    deals: Iterator[dict[int, int]]
+    if config.budget:
+        deals = _deal_chunks(hidden, config.samples, infer, rng, prior, drawn)
+    else:
+        deals = iter(_draw_deals(hidden, config.samples, infer, rng, prior, drawn))
     done = 0
-    while done < config.samples:
-        dealt = deals[done]
+    for dealt in deals:
         hands = [view.hand, dealt[1], dealt[2], dealt[3]]
         solver = Solver(view.trump)
         if tricks_left <= config.endgame:
             values = solver.best_moves(hands, 0, trick)
         else:
-            values = {
-                c: _rollout_value(hands, trick, c, view.trump, config.endgame, solver)
-                for c in candidates
-            }
+            values = {}
+            for k, c in enumerate(candidates):
+                if k and done and spent():
+                    break  # out of time within a sample: drop it
+                values[c] = _rollout_value(hands, trick, c, view.trump, config.endgame, solver)
+            if len(values) < len(candidates):
+                break
         for c in candidates:
             totals[c] += values[c]
         done += 1
-        if config.budget and clock() - start >= config.budget * 0.9:
+        if spent():
             break
     if stats is not None:
         stats.samples, stats.seconds, stats.candidates = done, clock() - start, len(candidates)
+        stats.drawn = drawn[0]
     best = max(candidates, key=lambda c: (totals[c], -POINTS[c], -c))
     return min(next(g for g in groups if g[0] == best))  # the lowest of an equivalent group
 
 
 def _draw_deals(
     hidden: HiddenDeal,
-    config: SearchConfig,
+    samples: int,
+    infer: int,
     rng: np.random.Generator,
     prior: Callable[[Sequence[dict[int, int]]], np.ndarray | None] | None,
+    drawn: list[int],
 ) -> list[dict[int, int]]:
-    """The ``samples`` deals to search: uniform, or chosen by ``prior`` from a larger pool."""
-    if prior is None or config.infer <= 1:
-        return hidden.sample_many(rng, config.samples)
-    pool = hidden.sample_many(rng, config.samples * config.infer)
+    """``samples`` deals to search: uniform, or chosen by ``prior`` from a pool of ``infer``
+    x ``samples`` (``drawn[0]`` counts the deals drawn)."""
+    if prior is None or infer <= 1:
+        drawn[0] += samples
+        return hidden.sample_many(rng, samples)
+    pool = hidden.sample_many(rng, samples * infer)
+    drawn[0] += len(pool)
     weights = prior(pool)
     if weights is None:
-        return pool[: config.samples]
-    keep = rng.choice(len(pool), size=config.samples, replace=False, p=weights / weights.sum())
+        return pool[:samples]
+    keep = rng.choice(len(pool), size=samples, replace=False, p=weights / weights.sum())
     return [pool[i] for i in keep]
+
+
+def _deal_chunks(
+    hidden: HiddenDeal,
+    samples: int,
+    infer: int,
+    rng: np.random.Generator,
+    prior: Callable[[Sequence[dict[int, int]]], np.ndarray | None] | None,
+    drawn: list[int],
+) -> Iterator[dict[int, int]]:
+    """The deals of :func:`_draw_deals`, drawn a chunk at a time as they are asked for (the
+    budgeted search stops asking when its time is spent)."""
+    given, chunk = 0, 1
+    while given < samples:
+        n = min(chunk, samples - given)
+        yield from _draw_deals(hidden, n, infer, rng, prior, drawn)
+        given += n
+        chunk = min(2 * chunk, DEAL_CHUNK_MAX)
 
 
 class BiddingPrior:

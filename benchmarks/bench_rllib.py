@@ -8,15 +8,15 @@ the driver), 1 and 2 env runners. Every measurement is a whole ``algo.train()`` 
 (sampling, episode transfer, learner connectors, PPO epochs, weight sync) with the same PPO
 settings; a decision is one agent step of any seat.
 The table gives the median over the timed iterations (after warm-up) and the driver's
-sampling and learning time per iteration (RLlib's timers).
+sampling and learning wall time per iteration (``train.rllib_ppo.PhaseTimer``).
 
     python benchmarks/bench_rllib.py                                  # all paths, 0/1/2 runners
     python benchmarks/bench_rllib.py --paths fast --runners 2 --repeats 5
     python benchmarks/bench_rllib.py --json bench_rllib.json          # also save the rows
 
 Self-play only by default (no snapshot or rule agent in the loop; ``--league`` uses the
-training command's mix), so the paths differ in RLlib's machinery alone. Starts a local Ray
-on 127.0.0.1 and shuts it down at the end.
+training command's mix), so the paths differ in RLlib's machinery alone. Starts the
+trainer's local Ray (``train.local_ray``: loopback only) and stops it at the end.
 Timings depend on the machine and its load: note both with the figures.
 """
 
@@ -33,18 +33,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import ray  # noqa: E402
 import torch  # noqa: E402
 
-from train.rllib_ppo import PATHS, Settings, build_config, decisions_sampled  # noqa: E402
+from train.local_ray import local_cluster  # noqa: E402
+from train.rllib_ppo import PATHS, PhaseTimer, Settings, build_config, decisions_sampled  # noqa: E402
 
 
 def measure(s: Settings, warmup: int, repeats: int) -> dict[str, Any]:
     """Build the algorithm of ``s``, run ``warmup`` then ``repeats`` timed iterations."""
     algo = build_config(s).build_algo()
+    timer = PhaseTimer(algo)
     try:
         for _ in range(warmup):
             algo.train()
+        timer.take()
         rates, batches, sample_s, learn_s = [], [], [], []
         for _ in range(repeats):
             t0 = time.perf_counter()
@@ -53,9 +55,9 @@ def measure(s: Settings, warmup: int, repeats: int) -> dict[str, Any]:
             n = decisions_sampled(result)
             rates.append(n / dt)
             batches.append(n)
-            timers = result.get("timers", {})
-            sample_s.append(float(timers.get("env_runner_sampling_timer", float("nan"))))
-            learn_s.append(float(timers.get("learner_update_timer", float("nan"))))
+            phases = timer.take()  # this iteration's wall times (RLlib's are averages)
+            sample_s.append(phases["sample_s"])
+            learn_s.append(phases["learn_s"])
     finally:
         algo.stop()
     return {
@@ -105,17 +107,8 @@ def main() -> None:
         p.error(f"unknown path(s) {unknown}; paths: {', '.join(PATHS)}")
     runner_counts = [int(x) for x in args.runners.split(",")]
     torch.set_num_threads(args.torch_threads)
-    ray.init(
-        address="local",
-        num_cpus=max(os.cpu_count() or 1, max(runner_counts)),
-        include_dashboard=False,
-        object_store_memory=512 * 2**20,
-        _node_ip_address="127.0.0.1",
-        logging_level="ERROR",
-        log_to_driver=False,
-    )
     rows = []
-    try:
+    with local_cluster(max(os.cpu_count() or 1, max(runner_counts)), 512 * 2**20):
         for path in paths:
             for runners in runner_counts:
                 s = Settings(
@@ -143,8 +136,6 @@ def main() -> None:
                 rows.append(row)
                 print(f"{path} runners={runners}: {row['decisions_per_s']:,.0f} decisions/s "
                       f"({row['all_rates']})", file=sys.stderr, flush=True)  # fmt: skip
-    finally:
-        ray.shutdown()
     load = os.getloadavg()
     print(f"\nPPO on RLlib, learning included; {os.cpu_count()} CPUs, load average "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; batch {args.train_batch}, minibatch "

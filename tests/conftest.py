@@ -12,23 +12,22 @@ Tiers (markers registered in pyproject.toml, ``--strict-markers``):
   ``python -m pytest -m "not (integration or browser or notebook or cluster or slow)"``.
 
 The default run (``python -m pytest``) runs every tier on two xdist workers
-(``-n 2 --dist loadgroup`` in pyproject.toml). The heavy tiers (browser, notebook, cluster)
-share one xdist group, so a Ray cluster, Chromium and a notebook kernel never run at the same
-time as each other; tests that share a module-scoped fixture defined in their module (a
-trained model, a server) share a group per module, so the fixture is built once.
+(``-n 2 --dist loadgroup`` in pyproject.toml, scheduled by :func:`pytest_xdist_make_scheduler`
+below). The heavy tests (browser, notebook, Ray) form one group that runs on one worker, so
+a Ray cluster, Chromium and a notebook kernel never run at the same time as each other;
+modules with an expensive module-scoped fixture (a trained model) stay on one worker each,
+so the fixture is built once.
 """
 
 from __future__ import annotations
 
 import pytest
 
-HEAVY = ("browser", "notebook", "cluster")
-"""Markers whose tests run one at a time on a single xdist worker (group ``heavy``)."""
-
 BY_PATH = {
     "tests/integrations/": "integration",
     "tests/test_web_browser.py": "browser",
     "tests/integrations/test_rllib_cluster.py": "cluster",
+    "tests/integrations/test_ray_local.py": "cluster",  # train.rllib_ppo's own local Ray
 }
 """Path prefix -> marker."""
 
@@ -96,23 +95,38 @@ def _where(item: pytest.Item) -> tuple[str, str]:
     return path, f"{path}::{name}"
 
 
-def _module_fixture_group(item: pytest.Item, path: str) -> str | None:
-    """``module:<path>`` when the test uses a module- or class-scoped fixture defined in its
-    own module (built once per worker: the module's tests then stay on one worker)."""
-    info = getattr(item, "_fixtureinfo", None)
-    module = getattr(getattr(item, "module", None), "__file__", None)
-    if info is None or module is None:
-        return None
-    for name in info.names_closure:
-        for fixturedef in info.name2fixturedefs.get(name, ()):
-            func = getattr(fixturedef, "func", None)
-            code = getattr(func, "__code__", None)
-            if fixturedef.scope in ("module", "class") and code and code.co_filename == module:
-                return f"module:{path}"
+HEAVY_GROUP = {
+    "tests/test_web_browser.py",
+    "tests/test_notebooks.py::test_notebook_executes",
+    "tests/integrations/test_rllib.py",  # its Ray tests share a module-scoped local Ray
+    "tests/integrations/test_rllib_cluster.py",
+    "tests/integrations/test_ray_local.py",
+}
+"""What runs on one worker, one test at a time (``path`` or ``path::function``): Chromium,
+the notebook kernels and everything that starts Ray (which also could not share its ports)."""
+
+MODULE_GROUPS = {
+    "tests/integrations/test_sb3.py",  # a model trained once (module-scoped fixture)
+    "tests/integrations/test_tianshou.py",
+    "tests/integrations/test_search_vs_ismcts.py",
+    "tests/test_training_faults.py",  # an uninterrupted reference run
+}
+"""Modules whose module-scoped fixtures are expensive: each module stays on one worker so
+the fixture is built once (tests/test_tiers.py checks that every such module is here)."""
+
+
+def xdist_group_of(nodeid: str) -> str | None:
+    """The scheduling group of a test id, or None for a test scheduled on its own."""
+    path = nodeid.split("::", 1)[0]
+    name = nodeid.split("[", 1)[0]
+    if path in HEAVY_GROUP or name in HEAVY_GROUP:
+        return "heavy"
+    if path in MODULE_GROUPS:
+        return path
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects and before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path, name = _where(item)
@@ -125,9 +139,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             marks.add("slow")
         for mark in sorted(marks - {m.name for m in item.iter_markers()}):
             item.add_marker(getattr(pytest.mark, mark))
-        if any(item.get_closest_marker(m) for m in HEAVY):
-            group: str | None = "heavy"
-        else:
-            group = _module_fixture_group(item, path)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadgroup`` with the groups above. (xdist's own loadgroup renames each
+    grouped test's nodeid, which pytest 9 no longer allows: its groups are silently lost.)
+    Tests are handed out one at a time like ``--dist load``; a group goes whole to one
+    worker, which runs it in collection order."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid) or nodeid
+
+    return TierScheduling(config, log)

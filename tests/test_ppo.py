@@ -382,7 +382,7 @@ def test_smoke_training_subprocess(tmp_path: Path) -> None:
     export = tmp_path / "exported.pt"
     cmd = [
         sys.executable, "-m", "train.ppo", "--run-dir", str(tmp_path), "--run-name", "smoke",
-        "--total-updates", "2", "--total-minutes", "0", "--num-envs", "8", "--num-steps", "32",
+        "--total-updates", "2", "--total-minutes", "0", "--num-envs", "8", "--num-steps", "64",
         "--hidden", "32", "--layers", "1", "--eval-every", "2", "--eval-deals", "8",
         "--checkpoint-every", "1", "--no-progress", "--export-path", str(export),
     ]  # fmt: skip

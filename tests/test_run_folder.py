@@ -82,3 +82,20 @@ def _strict(load: object, path: Path) -> object:
         return load(path)  # type: ignore[operator]
     except Exception as exc:  # torch raises several kinds on a torn file
         raise ValueError(f"{path.name} is unreadable") from exc
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_paths_no_file_can_be_created_in_are_refused_by_trying(tmp_path: Path) -> None:
+    """As root, ``os.access`` says /proc and /sys are writable: the checks create a probe."""
+    from train.run_folder import check_export_path, check_writable_folder
+
+    with pytest.raises(RunRefused, match=r"--export-path '/proc/x.pt' cannot be written"):
+        check_export_path("/proc/x.pt", "run-id", [])
+    with pytest.raises(RunRefused, match=r"run folder '/proc/run' cannot be used"):
+        check_writable_folder(Path("/proc/run"), "run folder")
+    with pytest.raises(RunRefused, match=r"cannot be used"):
+        check_writable_folder(Path("/sys/kernel/run"), "run folder")
+    # a folder that can be written passes, and the probe leaves nothing behind
+    check_writable_folder(tmp_path / "new" / "run", "run folder")
+    check_export_path(str(tmp_path / "x.pt"), "run-id", [])
+    assert list(tmp_path.iterdir()) == []

@@ -14,7 +14,6 @@ the screenshots the docs show (web_play.png, web_replay.png).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -194,11 +193,27 @@ def start_game(driver: WebDriver, server: BackgroundServer, seat: int, setup=SET
     return game_id(driver)
 
 
+def animations_done(driver: WebDriver) -> bool:
+    """No CSS animation or transition is running (the cards' short entry animation, ...)."""
+    return driver.execute_script(
+        "return document.getAnimations().every(a => a.playState !== 'running')"
+    )
+
+
+def settle_tasks(driver: WebDriver) -> None:
+    """Return once the page has run every task queued so far: two animation frames, then a
+    task after them (whatever a click scheduled has run by then)."""
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done, 0)));"
+    )
+
+
 def shot(driver: WebDriver, name: str) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         driver.execute_script("window.scrollTo(0, 0)")
-        time.sleep(0.5)  # let the cards' short entry animation finish
+        wait(driver, animations_done, "the page kept animating")
         driver.save_screenshot(str(Path(SHOTS) / name))
 
 
@@ -232,9 +247,15 @@ def test_a_whole_hand_by_clicking_with_a_reload_in_the_middle(
         assert hand_cards(browser, ":not([disabled])") == sorted(view["legal"], key=sort_key)
         illegal = browser.find_elements(By.CSS_SELECTOR, "#hand button.bt-card[disabled]")
         if illegal and not refused:  # an illegal card does nothing, however it is clicked
+            browser.execute_script(  # count the page's requests from here on
+                "window.__sent = 0; const f = window.fetch; window.__fetch = f;"
+                "window.fetch = function () { window.__sent++; return f.apply(this, arguments); };"
+            )
             browser.execute_script("arguments[0].click()", illegal[0])
             illegal[0].click()
-            time.sleep(0.3)
+            settle_tasks(browser)  # a handler the clicks ran (or queued) has run by now
+            assert browser.execute_script("return window.__sent") == 0  # nothing was sent
+            browser.execute_script("window.fetch = window.__fetch")
             assert table_attr(browser, "busy") == "0"
             assert int(table_attr(browser, "n-actions")) == len(game.actions) == view["n_actions"]
             refused = True

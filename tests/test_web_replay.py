@@ -105,6 +105,68 @@ def test_malformed_probabilities_are_refused_naming_the_entry(mutate, match: str
         replay_data(record)
 
 
+def _decision(record: dict[str, Any]) -> tuple[int, list[int]]:
+    """The first decision with probabilities and at least three legal moves, and its legal set."""
+    frames = replay_data(record)["frames"]
+    for i, entry in enumerate(record["probs"]):
+        if entry is not None and len(frames[i]["legal"]) >= 3:
+            return i, frames[i]["legal"]
+    raise AssertionError("no decision with three legal moves")
+
+
+def _illegal_mass(record: dict[str, Any]) -> None:
+    i, legal = _decision(record)
+    illegal = next(a for a in range(56) if a not in legal)
+    record["probs"][i] = {str(legal[0]): 0.5, str(illegal): 0.5}
+
+
+def _sums_to_two(record: dict[str, Any]) -> None:
+    i, legal = _decision(record)
+    record["probs"][i] = {str(a): 1.0 for a in legal[:2]}
+
+
+def _sums_to_half(record: dict[str, Any]) -> None:
+    i, legal = _decision(record)
+    record["probs"][i] = {str(legal[0]): 0.5}
+
+
+def _negative(record: dict[str, Any]) -> None:
+    i, legal = _decision(record)
+    record["probs"][i] = {str(legal[0]): 1.2, str(legal[1]): -0.2}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "match"),
+    [
+        (_illegal_mass, r"gives 0\.5 to action \d+ \(.*\), which is not legal there; legal: \["),
+        (_sums_to_two, r"sums to 2; a decision's probabilities sum to 1"),
+        (_sums_to_half, r"sums to 0\.5"),
+        (_negative, r"probabilities 0-1"),
+    ],
+)
+def test_probabilities_must_be_a_distribution_over_the_legal_moves(mutate, match: str) -> None:
+    record = played_record(15)
+    mutate(record)
+    with pytest.raises(RecordError, match=match) as refused:
+        replay_data(record)
+    assert re.search(r"record entry probs\[\d+\] ", str(refused.value))  # names the entry
+
+
+def test_zero_on_an_illegal_move_and_rounding_are_accepted() -> None:
+    record = played_record(16)
+    i, legal = _decision(record)
+    illegal = next(a for a in range(56) if a not in legal)
+    share = round(1 / len(legal), 6)
+    record["probs"][i] = {**{str(a): share for a in legal}, str(illegal): 0.0}
+    assert replay_data(record)["frames"][i]["probs"][str(illegal)] == 0.0
+
+
+@pytest.mark.parametrize("record", [[], 5, None, "x", 1.5])
+def test_a_record_that_is_not_an_object_is_refused(record: object) -> None:
+    with pytest.raises(RecordError, match="a record must be a JSON object"):
+        replay_data(record)
+
+
 def test_an_illegal_move_is_refused_by_the_engine() -> None:
     record = played_record(7)
     legal = replay_data(record)["frames"][10]["legal"]
@@ -164,10 +226,11 @@ def test_from_file_save_and_its_refusals(tmp_path: Path) -> None:
     view = ReplayView.from_file(path, 1)
     assert view.record == records[1]
     assert repr(view).startswith(f"ReplayView({len(records[1]['actions'])} moves")
-    with pytest.raises(ValueError, match="fewer than 3 records"):
+    with pytest.raises(ValueError, match=r"has 2 records \(fewer than 3\), got index 2"):
         ReplayView.from_file(path, 2)
-    with pytest.raises(ValueError, match="index must be >= 0"):
-        ReplayView.from_file(path, -1)
+    for bad in (-1, "0", 1.0, True, None):  # an int >= 0, nothing else
+        with pytest.raises(ValueError, match=r"index must be an int >= 0 \(below the number"):
+            ReplayView.from_file(path, bad)  # type: ignore[arg-type]
     page = tmp_path / "replay.html"
     view.save(page)
     assert page.read_text().startswith("<!doctype html>")

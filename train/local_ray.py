@@ -179,7 +179,8 @@ def start_local_cluster(num_cpus: int, object_store_bytes: int) -> LocalCluster:
         "--head", "--block", "--node-ip-address", LOOPBACK, "--port", str(port),
         "--num-cpus", str(num_cpus), "--object-store-memory", str(object_store_bytes),
         "--include-dashboard", "false", "--dashboard-host", LOOPBACK,
-        "--temp-dir", str(temp_dir), "--disable-usage-stats",
+        "--ray-client-server-port", str(free_port()), "--temp-dir", str(temp_dir),
+        "--disable-usage-stats",
     ]  # fmt: skip
     log = open(temp_dir / "head.log", "wb")  # noqa: SIM115 - the supervisor's, kept open
     cmd = [sys.executable, str(Path(__file__).resolve()), "supervise", str(os.getpid()), *head]
@@ -284,8 +285,32 @@ def supervise(driver_pid: int, head_args: Sequence[str]) -> int:
         with contextlib.suppress(subprocess.TimeoutExpired):
             head.wait(GRACE_S)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if "--temp-dir" in head_args:  # the cluster's own dir (a killed driver cannot remove it)
+        _kill_group_but_me()
+        shutil.rmtree(head_args[list(head_args).index("--temp-dir") + 1], ignore_errors=True)
     os.killpg(os.getpgid(0), signal.SIGKILL)  # whatever is left, this process last
     return 0
+
+
+def _kill_group_but_me() -> None:
+    """SIGKILL every other process of this process group (Linux ``/proc``), bounded wait."""
+    me, group = os.getpid(), os.getpgid(0)
+    for _ in range(20):
+        others = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) != me:
+                with contextlib.suppress(OSError):
+                    if os.getpgid(int(entry.name)) == group:
+                        others.append(int(entry.name))
+        if not others:
+            return
+        for pid in others:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.1)
 
 
 def _die_with_parent(parent: int) -> None:

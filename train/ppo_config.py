@@ -72,7 +72,8 @@ class Config:
     num_envs: int = 256
     """Hands played in parallel by the batched engine."""
     num_steps: int = 64
-    """Engine steps (decisions of any seat) per environment per rollout."""
+    """Engine steps (decisions of any seat) per environment per rollout; num_steps x
+    checkpoint_every must reach 58, the longest hand (the engine deals afresh at checkpoints)."""
     hidden: int = 256
     """Width of the MLP trunk."""
     layers: int = 2

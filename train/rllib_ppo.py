@@ -47,9 +47,17 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-import numpy as np
-import ray
-import torch
+try:
+    import numpy as np
+    import ray
+    import torch
+except ImportError as exc:  # ``python -m train.rllib_ppo`` without ray or torch: one line
+    if __name__ != "__main__":
+        raise
+    extra = "train" if exc.name == "torch" else "integrations"  # ray[rllib] is in the latter
+    print(f"error: python -m train.rllib_ppo needs the '{extra}' extra ({exc}): "
+          f"pip install 'butifarra-rl[{extra}]'", file=sys.stderr)  # fmt: skip
+    raise SystemExit(2) from None
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.columns import Columns
@@ -72,7 +80,8 @@ from butifarra_env.integrations.rllib import (
     PettingZooHandEnv,
     parse_agent_id,
 )
-from train.rllib_sampler import BatchedHandsEnvRunner
+from train.local_ray import keep_loopback, local_cluster
+from train.rllib_sampler import SAMPLE_WALL_S, BatchedHandsEnvRunner
 from train.run_folder import (
     RunRefused,
     TrainingInterrupted,
@@ -141,7 +150,8 @@ class Settings:
     object_store_mb: int = 256
     """RLlib only: object store of a local Ray in MB (ignored with --address)."""
     train_batch: int = 8192
-    """RLlib only: decisions (agent steps) per PPO update, all env runners together."""
+    """RLlib only: the learner's decisions per PPO update, all env runners together (whole
+    hands: a few more)."""
     minibatch: int = 2048
     """RLlib only: decisions per SGD minibatch."""
 
@@ -524,23 +534,22 @@ def runner_nodes(algo: Algorithm) -> list[str]:
 # ----------------------------------------------------------------------------- Ray session
 @contextlib.contextmanager
 def ray_session(s: Settings) -> Iterator[None]:
-    """Join ``--address``, or start a local Ray bound to 127.0.0.1; disconnect (local: shut
-    down) at the end. Inside a process that already runs Ray, use that one and leave it."""
+    """Join ``--address``, or start a local Ray that stays on this machine and dies with
+    this process (:func:`train.local_ray.local_cluster`: every daemon on 127.0.0.1, token
+    auth, a supervisor that stops it also after a ``kill -9`` of the driver); disconnect
+    (local: stop it) at the end. A loopback ``--address`` is kept as given (Ray would
+    replace it by the outward address, where a loopback-only cluster does not listen).
+    Inside a process that already runs Ray, use that one and leave it."""
     if ray.is_initialized():
         yield
         return
-    if s.address:
-        ray.init(address=s.address, logging_level="ERROR", log_to_driver=False)
-    else:
-        ray.init(
-            address="local",
-            num_cpus=max(os.cpu_count() or 1, s.num_env_runners + s.num_learners),
-            include_dashboard=False,
-            object_store_memory=s.object_store_mb * 2**20,
-            _node_ip_address="127.0.0.1",
-            logging_level="ERROR",
-            log_to_driver=False,
-        )
+    if not s.address:
+        num_cpus = max(os.cpu_count() or 1, s.num_env_runners + s.num_learners)
+        with local_cluster(num_cpus, s.object_store_mb * 2**20):
+            yield
+        return
+    keep_loopback()  # no-op unless the address is a loopback one
+    ray.init(address=s.address, logging_level="ERROR", log_to_driver=False)
     try:
         yield
     finally:
@@ -557,9 +566,12 @@ CSV_FIELDS = (
     "iteration", "decisions", "hands", "minutes", "decisions_per_s", "sample_s", "learn_s",
     "episode_len_mean", "train_vs_snapshot", "train_vs_rule", "policy_loss", "vf_loss",
     "entropy", "vf_explained_var", "eval_rule_mean", "eval_rule_ci95", "eval_s",
-    "train_vs_random",
+    "train_vs_random", "iteration_s", "runner_sample_s",
 )  # fmt: skip
-"""metrics.csv columns (new ones go last: a resumed run's older file gets today's header)."""
+"""metrics.csv columns (new ones go last: a resumed run's older file gets today's header).
+``sample_s``, ``learn_s``, ``iteration_s``: this iteration's wall seconds (:class:`PhaseTimer`,
+``algo.train()``); ``decisions``: every seat's decisions played (learner and opponents),
+``train_batch`` counts the learner's."""
 TB_GROUPS = {k: "eval" if k.startswith("eval_") else "train" for k in CSV_FIELDS[1:]}
 """TensorBoard tag group of each logged metric (``iteration`` is the step)."""
 
@@ -645,10 +657,12 @@ def evaluate(algo: Algorithm, s: Settings) -> dict[str, float]:
 
 def iteration_metrics(result: Mapping[str, Any], reward_scale: float) -> dict[str, float]:
     """The figures of one RLlib result worth a CSV column; ``train_vs_*`` are the shared
-    policy's points per hand against each kind of opponent (sampled play)."""
+    policy's points per hand against each kind of opponent (sampled play);
+    ``runner_sample_s`` the slowest env runner's ``sample()`` wall time in this iteration
+    (fast path only). RLlib's own timers are moving averages: not used (see
+    :class:`PhaseTimer`)."""
     runners = result.get("env_runners", {})
     learner = result.get("learners", {}).get(SHARED_POLICY, {})
-    timers = result.get("timers", {})
     modules = runners.get("module_episode_returns_mean", {})
     out = {
         "episode_len_mean": runners.get("episode_len_mean", math.nan),
@@ -656,14 +670,48 @@ def iteration_metrics(result: Mapping[str, Any], reward_scale: float) -> dict[st
         "vf_loss": learner.get("vf_loss", math.nan),
         "entropy": learner.get("entropy", math.nan),
         "vf_explained_var": learner.get("vf_explained_var", math.nan),
-        "sample_s": timers.get("env_runner_sampling_timer", math.nan),
-        "learn_s": timers.get("learner_update_timer", math.nan),
+        "runner_sample_s": runners.get(SAMPLE_WALL_S, math.nan),
     }
     for kind in ("snapshot", RULE_POLICY, RANDOM_POLICY):
         rewards = [v for k, v in modules.items() if k.startswith(kind)]
         if rewards:  # an opponent module's return is its two seats' rewards: minus ours
             out[f"train_vs_{kind}"] = -float(np.mean(rewards)) / 2 / reward_scale
     return {k: float(v) for k, v in out.items()}
+
+
+class PhaseTimer:
+    """Wall seconds of this iteration's two phases, measured in the driver (RLlib's timers
+    are moving averages over iterations): sampling, from the start of ``training_step``
+    to the learner update (the runners play and their episodes arrive), and learning
+    (``learner_group.update``). Installed on ``algo``'s instance; :meth:`take` reads and
+    resets."""
+
+    def __init__(self, algo: Algorithm) -> None:
+        self.sample_s = self.learn_s = 0.0
+        self._started: float | None = None
+        training_step, update = algo.training_step, algo.learner_group.update
+
+        def timed_step(*args: Any, **kwargs: Any) -> Any:
+            self._started = time.perf_counter()
+            return training_step(*args, **kwargs)
+
+        def timed_update(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            if self._started is not None:
+                self.sample_s += t0 - self._started
+                self._started = None
+            try:
+                return update(*args, **kwargs)
+            finally:
+                self.learn_s += time.perf_counter() - t0
+
+        algo.training_step = timed_step  # type: ignore[method-assign]
+        algo.learner_group.update = timed_update  # type: ignore[method-assign]
+
+    def take(self) -> dict[str, float]:
+        out = {"sample_s": self.sample_s, "learn_s": self.learn_s}
+        self.sample_s = self.learn_s = 0.0
+        return out
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -682,6 +730,8 @@ class Run:
         if s.resume and (out_dir / SETTINGS_NAME).exists():
             s = self._resumed_settings(s, out_dir)
             folder, progress, problems = newest_checkpoint(out_dir)
+            if folder is None and s.export.exists():
+                raise RunRefused(self._no_checkpoint_message(s, out_dir))
         elif s.resume:
             print(f"note: {str(out_dir)!r} holds no run yet: starting one", file=sys.stderr)
         elif found := existing_run_files(out_dir, prefixes=("",)):  # any file at all
@@ -728,6 +778,20 @@ class Run:
         merged = dataclasses.replace(s, **own)
         merged.validate()
         return merged
+
+    @staticmethod
+    def _no_checkpoint_message(s: Settings, out_dir: Path) -> str:
+        """Why a ``--resume`` of a run whose checkpoints are gone (but that saved before:
+        its export is there) is refused, what the folder holds and what to do."""
+        held = sorted(p.name + ("/" if p.is_dir() else "") for p in out_dir.iterdir())
+        return (
+            f"cannot resume: run folder {str(out_dir)!r} has no checkpoint to resume from "
+            f"(neither {CHECKPOINT_DIR}/ nor {PREVIOUS_DIR}/; it holds {', '.join(held)}), "
+            f"although the run saved before: its agent {str(s.export)!r} is from its last "
+            f"save. Put the checkpoint folders back to continue, or start a new run (another "
+            f"--run-name; the export stays playable: butifarra arena ppo:{s.export} rule) "
+            f"(nothing was changed)"
+        )
 
     def _budget_spent_message(self, s: Settings, out_dir: Path) -> str:
         """Why a ``--resume`` of a finished run is refused (``train/ppo.py``'s words)."""
@@ -777,6 +841,7 @@ class Run:
                   file=sys.stderr)  # fmt: skip
         torch.set_num_threads(s.torch_threads or min(2, os.cpu_count() or 1))
         algo = build_config(s).build_algo()
+        self.timer = PhaseTimer(algo)
         try:
             return self._loop(algo, s, out_dir, p)
         finally:
@@ -830,8 +895,9 @@ class Run:
         p.iteration += 1
         p.decisions += decisions
         p.hands += int(result.get("env_runners", {}).get("num_episodes", 0) or 0)
-        metrics = iteration_metrics(result, s.reward_scale)
+        metrics = iteration_metrics(result, s.reward_scale) | self.timer.take()
         metrics |= {"iteration": p.iteration, "decisions": p.decisions, "hands": p.hands}
+        metrics["iteration_s"] = dt
         metrics["decisions_per_s"] = decisions / max(dt, 1e-9)
         if s.snapshot_every and p.iteration % s.snapshot_every == 0:
             copy_module(algo, SHARED_POLICY, [snapshot_id(p.snapshots_taken % s.snapshot_pool)])

@@ -51,7 +51,10 @@ from butifarra_env.core.observation import OBS_SIZE
 from butifarra_env.core.rules import N_SEATS
 from butifarra_env.integrations.rllib import MASK_KEY, OBS_KEY, BatchedHandsEnv
 
-__all__ = ["MAX_DECISIONS", "BatchedHandsEnvRunner", "hand_episode"]
+__all__ = ["MAX_DECISIONS", "SAMPLE_WALL_S", "BatchedHandsEnvRunner", "hand_episode"]
+
+SAMPLE_WALL_S = "sample_wall_s"
+"""Env-runner metric: wall seconds of the latest ``sample()`` call (the slowest runner's)."""
 
 MAX_DECISIONS = 64
 """More decisions than any hand has (48 cards, 2 trump choices, the doubling chain)."""
@@ -184,22 +187,28 @@ class BatchedHandsEnvRunner(MultiAgentEnvRunner):
         random_actions: bool = False,
         force_reset: bool = False,
     ) -> list[MultiAgentEpisode]:
-        """Play until ``num_timesteps`` decisions (in finished hands) or ``num_episodes``
-        hands are done; returns the finished hands (see the class docs)."""
+        """Play until ``num_timesteps`` decisions of the trained modules (in finished hands:
+        what the learner gets) or ``num_episodes`` hands are done; by default this runner's
+        rollout fragment (its share of the train batch). Returns the finished hands (see
+        the class docs)."""
         if self._hands is None:
             raise ValueError(f"{self} has no env: it cannot sample")
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError("give num_timesteps or num_episodes, not both")
         explore = self.config.explore if explore is None else explore
         if num_timesteps is None and num_episodes is None:
-            if self.config.batch_mode == "truncate_episodes":
-                num_timesteps = self.config.get_rollout_fragment_length(self.worker_index)
-            else:
-                num_episodes = self._hands.num_hands
+            # Both batch modes: about this runner's share of the train batch, counted in
+            # learning decisions (whole hands are returned, so the batch means what it says)
+            num_timesteps = self.config.get_rollout_fragment_length(self.worker_index)
+        t0 = time.perf_counter()
         with self.metrics.log_time(SAMPLE_TIMER):
             if force_reset or self._needs_initial_reset or self._obs is None:
                 self._reset_hands()
-            return self._play(num_timesteps, num_episodes, explore, random_actions)
+            episodes = self._play(num_timesteps, num_episodes, explore, random_actions)
+        # RLlib's SAMPLE_TIMER is a moving average; this is the wall time of this call
+        # ("max" over runners, which sample in parallel; cleared every iteration).
+        self.metrics.log_value(SAMPLE_WALL_S, time.perf_counter() - t0, reduce="max")
+        return episodes
 
     def _reset_hands(self) -> None:
         assert self._hands is not None
@@ -251,6 +260,7 @@ class BatchedHandsEnvRunner(MultiAgentEnvRunner):
         n = env.num_hands
         rows = np.arange(n)
         trainable = np.array([self._trains(mid) for mid in self._module_ids])
+        counted = trainable if trainable.any() else np.ones_like(trainable)  # none learns
         done_eps: list[MultiAgentEpisode] = []
         done_steps = stepped = 0
         module_steps = np.zeros(len(self._module_ids), np.int64)
@@ -278,7 +288,8 @@ class BatchedHandsEnvRunner(MultiAgentEnvRunner):
             stepped += n
             for slot in np.flatnonzero(done).tolist():
                 episode = self._finish_hand(slot, rewards[slot], trainable)
-                done_steps += int(self._dec_len[slot])
+                seats = self._dec_seat[slot, : self._dec_len[slot]]
+                done_steps += int(counted[self._slot_module[slot]][seats].sum())
                 if episode is not None:
                     done_eps.append(episode)
                 tally.add(

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, TypeVar
 import torch
 
 from agents.ppo_net import CHECKPOINT_FORMAT, UnverifiedCheckpointWarning, load_checkpoint
-from butifarra_env.core.fileio import atomic_writer
+from butifarra_env.core.fileio import atomic_writer, check_can_create
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -79,7 +79,9 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def check_writable_folder(path: Path, what: str) -> None:
-    """RunRefused unless ``path`` is (or can be created as) a folder we may write in."""
+    """RunRefused unless ``path`` is (or can be created as) a folder we may write in: a file
+    is created and removed in it, or in the nearest folder on the way that exists
+    (:func:`~butifarra_env.core.fileio.check_can_create`)."""
     existing = path
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
@@ -87,6 +89,10 @@ def check_writable_folder(path: Path, what: str) -> None:
         raise RunRefused(f"{what} {str(path)!r} cannot be created: {str(existing)!r} is a file")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise RunRefused(f"{what} {str(path)!r} is not writable ({str(existing)!r} is not)")
+    try:  # by trying: as root, /proc and /sys pass the access check
+        check_can_create(path / "checkpoint.pt")
+    except ValueError as exc:
+        raise RunRefused(f"{what} {str(path)!r} cannot be used: {exc}") from None
 
 
 def check_export_path(export_path: str | None, run_id: str, own_files: list[Path]) -> None:
@@ -100,6 +106,10 @@ def check_export_path(export_path: str | None, run_id: str, own_files: list[Path
         raise RunRefused(f"--export-path {export_path!r} is one of the run's own files")
     if path.is_dir():
         raise RunRefused(f"--export-path {export_path!r} is a folder; give a file name")
+    try:  # by trying (as root, /proc and /sys pass the access check)
+        check_can_create(path)
+    except ValueError as exc:
+        raise RunRefused(f"--export-path {export_path!r} cannot be written: {exc}") from None
     check_writable_folder(path.parent, "--export-path folder")
     if not path.exists():
         return

@@ -8,12 +8,24 @@ games (the least recently used idle one makes room, else 503), the size of a req
 (413), the length of a records page. A malformed request gets a 4xx with a JSON
 ``{"error": message}`` and changes nothing.
 
+Who may talk to it: only ``Host`` names on the allow-list (DNS rebinding), and a request
+that changes anything (POST, DELETE) only from the server's own pages or from a client that
+is not a browser page: an ``Origin`` other than the server's own loopback origin, or
+``Sec-Fetch-Site: cross-site`` / ``same-site``, is 403, and a POST whose body is not declared
+``application/json`` is 415 (a foreign page's "simple" ``text/plain`` POST needs no CORS
+preflight, so the type is checked here, before the body is read). Every body is parsed by
+:func:`butifarra_env.core.json_input.loads` (depth and digit limits).
+
+Deals come from the server's :class:`~butifarra.web.tables.DealSource` (a secret, unless a
+fixed seed is configured); a record of a deal that a table is still playing is withheld from
+``/api/records`` until that hand ends.
+
 Build it with :func:`create_app`; :mod:`butifarra.web.serve` runs it under uvicorn.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 import re
 import secrets
 import threading
@@ -24,6 +36,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -43,10 +56,14 @@ from butifarra.web.tables import (
     MODES,
     AgentPool,
     Conflict,
+    DealSource,
     RecordLog,
     Table,
     parse_setup,
 )
+from butifarra_env.core.cards import N_CARDS
+from butifarra_env.core.json_input import JSONInputError, loads
+from butifarra_env.core.validate import is_int
 from butifarra_env.records import iter_records
 
 __all__ = ["GameStore", "ServerConfig", "ServerFull", "create_app"]
@@ -62,7 +79,10 @@ class ServerConfig:
     """What ``butifarra serve`` sets: where records go, the deals' seed, who may play."""
 
     records_path: str = "butifarra_games.jsonl"
-    seed: int = 0
+    seed: int | None = None
+    """None: deals from a per-server secret (no one can compute a hand). An int: the fixed,
+    reproducible deals of :func:`~butifarra.web.tables.deal_for`, the same at every table
+    (for testing; whoever knows the seed knows every hand). Never sent to a page."""
     agents: Sequence[str] = field(default_factory=agent_names)
     """The agent specs a page may choose (a page never names a checkpoint file)."""
     max_games: int = 64
@@ -191,18 +211,100 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+class SameOrigin:
+    """Requests that change something (every method but GET/HEAD/OPTIONS) come from the
+    server's own pages or from a client that is not a web page, and carry JSON.
+
+    * ``Origin`` (sent by browsers with every cross-origin request and every POST) must be
+      ``http://HOST:PORT`` with HOST on the server's allow-list and PORT the server's own
+      (``localhost``, ``127.0.0.1`` and ``[::1]`` are all the same server); anything else,
+      ``null`` included, is 403. No ``Origin`` (curl, scripts, tests) is allowed.
+    * ``Sec-Fetch-Site`` (sent by current browsers), when present, must be ``same-origin`` or
+      ``none``: ``cross-site`` and ``same-site`` (another port of this machine) are 403.
+    * A request with a body (or a ``Content-Type``) must declare ``application/json`` (415
+      otherwise): a foreign page can send ``text/plain`` or a form without a CORS
+      preflight, never ``application/json``. A bodiless POST (``/next``) needs no type.
+    """
+
+    SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+    def __init__(self, app: ASGIApp, hosts: Sequence[str]) -> None:
+        self.app = app
+        self.hosts = {h.lower().strip("[]") for h in hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in self.SAFE:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            status, message = refusal
+            await _error(status, message)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _own_port(self, scope: Scope, headers: dict[str, str]) -> int | None:
+        server = scope.get("server")
+        if server and server[1] is not None:
+            return int(server[1])
+        host = headers.get("host", "")
+        try:
+            return urlsplit("//" + host).port or 80
+        except ValueError:
+            return None
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        site = headers.get("sec-fetch-site")
+        if site is not None and site.strip().lower() not in ("same-origin", "none"):
+            return 403, f"refused: a request from another site (Sec-Fetch-Site: {site[:40]})"
+        origin = headers.get("origin")
+        if origin is not None and not self._own_origin(origin, self._own_port(scope, headers)):
+            return 403, (
+                f"refused: a request from another origin ({origin[:80]!r}); only this "
+                "server's own pages may change games"
+            )
+        ctype = headers.get("content-type")
+        has_body = headers.get("content-length", "0").strip() not in ("", "0") or (
+            "transfer-encoding" in headers
+        )
+        if ctype is not None or has_body:
+            ctype = ctype or ""
+            if ctype.split(";")[0].strip().lower() != "application/json":
+                return 415, (
+                    f"a request body must be sent as Content-Type: application/json, "
+                    f"got {ctype[:60]!r}"
+                )
+        return None
+
+    def _own_origin(self, origin: str, port: int | None) -> bool:
+        try:
+            url = urlsplit(origin.strip())
+            origin_port = url.port or (80 if url.scheme == "http" else None)
+        except ValueError:
+            return False
+        return (
+            url.scheme == "http"
+            and (url.hostname or "") in self.hosts
+            and port is not None
+            and origin_port == port
+            and url.path in ("", "/")
+            and not url.username
+            and not url.query
+        )
+
+
 # --------------------------------------------------------------------------- helpers
 async def _json_body(request: Request) -> Any:
-    """The request's JSON body (empty body: an empty object); 400 when it is not JSON."""
+    """The request's JSON body (empty body: an empty object); 400 naming what is wrong when
+    it is not JSON within the reader's limits (nesting depth, digits in a number)."""
     raw = await request.body()
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise HTTPException(400, f"the request body is not valid JSON: {e}") from None
-    except RecursionError:
-        raise HTTPException(400, "the request body nests too deeply") from None
+        return loads(raw)
+    except JSONInputError as e:
+        raise HTTPException(400, f"the request body is refused: {e}") from None
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -253,6 +355,25 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         raise ValueError("at least one agent must be offered")
     maker = AgentPool(agents, make_agent)  # ValueError naming an unusable agent, now
     store = GameStore(config.max_games, config.idle_evict_s)
+    deals = DealSource(config.seed)  # the secret lives here, never in a response
+    table_numbers = itertools.count()
+    numbers_lock = threading.Lock()
+
+    def next_number() -> int:
+        with numbers_lock:
+            return next(table_numbers)
+
+    def deals_in_play() -> set[tuple[int, ...]]:
+        """The hands of every deal a table is playing now (its record must wait)."""
+        with store.lock:
+            tables = list(store.games.values())
+        playing = set()
+        for table in tables:
+            with table.lock:
+                hands = table.deal_in_play()
+            if hands is not None:
+                playing.add(hands)
+        return playing
 
     async def page(request: Request) -> Response:
         name = "replay.html" if request.url.path == "/replay" else "index.html"
@@ -266,7 +387,7 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
             {
                 "agents": agents,
                 "modes": list(MODES),
-                "seed": config.seed,
+                "fixed_deals": deals.fixed,
                 "target": MATCH_TARGET,
                 "records": Path(records.path).name,
                 "max_games": config.max_games,
@@ -276,10 +397,14 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
     async def new_game(request: Request) -> Response:
         data = await _json_body(request)
         try:
-            setup = parse_setup(data, agents, config.seed)
+            setup = parse_setup(data, agents, config.seed, seed_allowed=False)
         except ValueError as e:
             raise HTTPException(400, str(e)) from None
-        table = await run_in_threadpool(Table, setup, maker, records)
+
+        def build() -> Table:
+            return Table(setup, maker, records, deals=deals, number=next_number())
+
+        table = await run_in_threadpool(build)
         try:
             gid = store.add(table)
         except ServerFull:
@@ -347,11 +472,15 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
             out: list[dict[str, Any]] = []
             skipped: list[str] = []
             total = 0
+            playing = deals_in_play()
             if path.exists():
                 for i, record in enumerate(iter_records(path, skip_bad=True, skipped=skipped)):
                     total = i + 1
                     if offset <= i < offset + limit:
-                        out.append(record_summary(i, record))
+                        if _record_hands(record) in playing:
+                            out.append({"index": i, "in_play": True})
+                        else:
+                            out.append({**record_summary(i, record), "in_play": False})
             return {"records": out, "total": total, "skipped": len(skipped), "file": path.name}
 
         return JSONResponse(await run_in_threadpool(run))
@@ -363,6 +492,12 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
             if Path(records.path).exists():
                 for i, record in enumerate(iter_records(records.path, skip_bad=True)):
                     if i == index:
+                        if _record_hands(record) in deals_in_play():
+                            raise HTTPException(
+                                409,
+                                f"record {index} is a deal a table is still playing; "
+                                "it can be shown once that hand ends",
+                            )
                         return _checked(replay_data, record)
             raise HTTPException(404, f"no record {index} in {Path(records.path).name}")
 
@@ -370,7 +505,13 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
 
     async def replay_record(request: Request) -> Response:
         data = await _json_body(request)
-        record = data.get("record") if isinstance(data, dict) and "record" in data else data
+        record = data["record"] if isinstance(data, dict) and "record" in data else data
+        if not isinstance(record, dict) or not record:
+            raise HTTPException(
+                400,
+                'send a record: a JSON object (one line of a records file), or {"record": '
+                f"that object}}; got {type(record).__name__}{' (empty)' if record == {} else ''}",
+            )
         return JSONResponse(await run_in_threadpool(_checked, replay_data, record))
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -400,6 +541,7 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(TrustedHostMiddleware, allowed_hosts=list(config.allowed_hosts)),
+            Middleware(SameOrigin, hosts=list(config.allowed_hosts)),
             Middleware(
                 BodyLimit, default=config.max_body, limits={"/api/replay": config.max_replay_body}
             ),
@@ -412,4 +554,18 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
     app.state.store = store
     app.state.records = records
     app.state.config = config
+    app.state.deals = deals
     return app
+
+
+def _record_hands(record: dict[str, Any]) -> tuple[int, ...] | None:
+    """A record's four hands as bitmasks (the key of :meth:`Table.deal_in_play`)."""
+    hands = record.get("hands")
+    if not isinstance(hands, list) or len(hands) != 4:
+        return None
+    masks = []
+    for hand in hands:
+        if not isinstance(hand, list) or not all(is_int(c) and 0 <= c < N_CARDS for c in hand):
+            return None
+        masks.append(sum(1 << int(c) for c in set(hand)))
+    return tuple(masks)

@@ -32,11 +32,16 @@ from butifarra_env.core.fileio import atomic_write_text
 from butifarra_env.core.game import Game
 from butifarra_env.core.narration import narrate
 from butifarra_env.core.rules import PHASE_NAMES, TRUMP_UNSET
+from butifarra_env.core.validate import is_int
 from butifarra_env.records import iter_records, iter_replay_games
 
 __all__ = ["ReplayView", "check_probs", "record_summary", "replay_data", "viewer_assets"]
 
 _STATIC = "static"
+PROB_TOLERANCE = 1e-3
+"""How far a decision's probabilities may sum from 1 (records round them)."""
+ZERO_TOLERANCE = 1e-6
+"""The most probability an action outside the legal set may carry (float noise)."""
 
 
 def check_probs(record: dict[str, Any]) -> list[dict[str, float] | None] | None:
@@ -60,14 +65,31 @@ def check_probs(record: dict[str, Any]) -> list[dict[str, float] | None] | None:
         for key, p in entry.items():
             a = _action_key(key)
             ok_p = isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p)
-            if a is None or not ok_p or not 0 <= p <= 1 + 1e-6:
+            if a is None or not ok_p or not 0 <= p <= 1 + ZERO_TOLERANCE:
                 raise RecordError(
-                    f"record entry probs[{i}] has {key!r}: {p!r}; entries are "
+                    f"record entry probs[{i}] has {str(key)[:20]!r}: {p!r:.40}; entries are "
                     f"action ids 0-{N_ACTIONS - 1} mapped to probabilities 0-1"
                 )
             row[str(a)] = float(p)
+        total = math.fsum(row.values())
+        if abs(total - 1) > PROB_TOLERANCE:
+            raise RecordError(
+                f"record entry probs[{i}] sums to {total:.6g}; a decision's probabilities "
+                f"sum to 1 (within {PROB_TOLERANCE})"
+            )
         out.append(row)
     return out
+
+
+def _check_legal_probs(i: int, row: dict[str, float], legal: list[int]) -> None:
+    """Refuse probability on an action that is not legal at the decision ``probs[i]``."""
+    allowed = {str(a) for a in legal}
+    for key, p in row.items():
+        if key not in allowed and p > ZERO_TOLERANCE:
+            raise RecordError(
+                f"record entry probs[{i}] gives {p:.6g} to action {key} "
+                f"({action_name(int(key))}), which is not legal there; legal: {legal}"
+            )
 
 
 def _action_key(key: object) -> int | None:
@@ -119,9 +141,15 @@ def _frame(game: Game, last: tuple[int, int] | None, probs: dict[str, float] | N
     }
 
 
-def replay_data(record: dict[str, Any]) -> dict[str, Any]:
-    """The record as frames for the viewer (validated by replaying it: RecordError names the
-    first bad entry)."""
+def replay_data(record: object) -> dict[str, Any]:
+    """The record as frames for the viewer (validated by replaying it: RecordError, a
+    ValueError, names the first bad entry; a record that is not a JSON object is refused the
+    same way). Each decision's probabilities must be >= 0, sum to 1 and sit on legal moves."""
+    if not isinstance(record, dict):
+        raise RecordError(
+            f"a record must be a JSON object (one line of a records file), "
+            f"got {type(record).__name__}: {record!r:.40}"
+        )
     probs = check_probs(record)
     actions = record.get("actions") or []
     frames = []
@@ -129,6 +157,8 @@ def replay_data(record: dict[str, Any]) -> dict[str, Any]:
     for i, game in enumerate(iter_replay_games(record)):
         last = None if i == 0 else (actions[i - 1][0], actions[i - 1][1])
         decision = probs[i] if probs is not None and i < len(probs) else None
+        if decision is not None:
+            _check_legal_probs(i, decision, game.legal_actions())
         frames.append(_frame(game, last, decision))
     assert game is not None  # iter_replay_games yields the start position at least
     players = record.get("players")
@@ -150,7 +180,7 @@ def replay_data(record: dict[str, Any]) -> dict[str, Any]:
 
 def _title(record: dict[str, Any]) -> str:
     bits = []
-    for key in ("source", "mode", "role", "seed", "deal"):
+    for key in ("source", "mode", "role", "deal"):  # never a seed: it may decide other deals
         if record.get(key) is not None:
             bits.append(f"{key} {record[key]}")
     return ", ".join(str(b)[:60] for b in bits)
@@ -164,7 +194,7 @@ def record_summary(index: int, record: dict[str, Any]) -> dict[str, Any]:
         "index": index,
         "players": [str(p)[:40] for p in players] if isinstance(players, list) else None,
         "dealer": record.get("dealer"),
-        "seed": record.get("seed") if isinstance(record.get("seed"), int) else None,
+        "deal": record.get("deal") if is_int(record.get("deal")) else None,
         "source": str(record.get("source", ""))[:40] or None,
         "mode": str(record.get("mode", ""))[:40] or None,
         "role": str(record.get("role", ""))[:40] or None,
@@ -205,12 +235,19 @@ class ReplayView:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], index: int = 0) -> ReplayView:
-        if index < 0:
-            raise ValueError(f"index must be >= 0, got {index}")
-        for i, record in enumerate(iter_records(path)):
-            if i == index:
+        """The ``index``-th record (an int >= 0 below the number of records) of ``path``."""
+        if not is_int(index) or index < 0:  # type: ignore[operator]
+            raise ValueError(
+                f"index must be an int >= 0 (below the number of records), got {index!r:.40}"
+            )
+        n = 0
+        for n, record in enumerate(iter_records(path), start=1):
+            if n - 1 == index:
                 return cls(record)
-        raise ValueError(f"{str(path)!r} has fewer than {index + 1} records")
+        raise ValueError(
+            f"index must be an int from 0 to the number of records - 1; {str(path)!r} has "
+            f"{n} records (fewer than {index + 1}), got index {index}"
+        )
 
     def __repr__(self) -> str:
         n = len(self.data["frames"]) - 1

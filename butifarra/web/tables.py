@@ -11,15 +11,22 @@ What goes to the browser is :meth:`Table.view`: the person's own hand, the publi
 and the person's legal actions, never another seat's cards (the hands are only public once
 every card has been played, i.e. never during a hand).
 
-Deals come from ``(seed, deal number)`` alone (:func:`deal_for`), so the same seed gives the
-same deals to every table, and the agents are reseeded per deal from the same numbers. In
-duplicate mode the chosen bot plays the person's seat on the same deal, against the same
-partner and opponents (fresh agents, same seeds), and the page gets the difference.
+Deals come from a :class:`DealSource`. By default it holds a per-server secret
+(``secrets.token_bytes``) that is mixed with the table's number and the deal's number, so no
+one outside the server can compute a hand, and no two tables share one. With a fixed seed
+(``butifarra serve --seed``, for reproducible testing) deal *d* is :func:`deal_for` ``(seed,
+d)`` at every table. Either way the page is never sent the secret, the seed or anything
+else that determines the hidden hands; a finished hand's record carries its own
+``deal_seed`` (:func:`deal_cards` reproduces that hand, and only that one). The agents are
+reseeded per deal from the same numbers. In duplicate mode the chosen bot plays the
+person's seat on the same deal, against the same partner and opponents (fresh agents, same
+seeds), and the page gets the difference.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import secrets
 import threading
 import time
@@ -78,7 +85,8 @@ class TableSetup:
     partner: str
     opponents: tuple[str, str]  # (the seat after the person's, the seat before it)
     bot: str  # duplicate mode: the agent that plays the person's seat on the same deal
-    seed: int
+    seed: int | None
+    """Fixed deals (:func:`deal_for`), or None: deals from a secret (:class:`DealSource`)."""
 
     def bot_specs(self) -> dict[int, str]:
         """The agent spec of each seat but the person's."""
@@ -87,24 +95,31 @@ class TableSetup:
         return {right: self.opponents[0], partner: self.partner, left: self.opponents[1]}
 
     def to_dict(self) -> dict[str, Any]:
+        """The setup as the page sees it: who sits where, never the deals' seed."""
         return {
             "mode": self.mode,
             "seat": self.seat,
             "partner": self.partner,
             "opponents": list(self.opponents),
             "bot": self.bot,
-            "seed": self.seed,
         }
 
 
 _SETUP_KEYS = {"mode", "seat", "partner", "opponents", "bot", "seed"}
 
 
-def parse_setup(data: object, allowed_agents: Sequence[str], default_seed: int) -> TableSetup:
+def parse_setup(
+    data: object,
+    allowed_agents: Sequence[str],
+    default_seed: int | None,
+    *,
+    seed_allowed: bool = True,
+) -> TableSetup:
     """A :class:`TableSetup` from a request body; ValueError naming the field otherwise.
 
     Agents are limited to ``allowed_agents`` (the server's list): a browser never names a
-    file to load.
+    file to load. With ``seed_allowed=False`` (the web server) a ``"seed"`` field is refused:
+    whoever chooses the seed knows every hand.
     """
     if not isinstance(data, dict):
         raise ValueError(f"the game setup must be a JSON object, got {type(data).__name__}")
@@ -131,24 +146,76 @@ def parse_setup(data: object, allowed_agents: Sequence[str], default_seed: int) 
     opp = (agent("opponents[0]", opponents[0]), agent("opponents[1]", opponents[1]))
     bot = agent("bot", data.get("bot", default))
     seed = data.get("seed")
+    if seed is not None and not seed_allowed:
+        raise ValueError(
+            "seed: a page cannot choose the deals (whoever knows the seed knows every hand); "
+            "the server deals from its own secret, or from `butifarra serve --seed N`"
+        )
     seed = default_seed if seed is None else check_int("seed", seed, 0, MAX_SEED)
     return TableSetup(mode, seat, partner, opp, bot, seed)
 
 
-def deal_for(seed: int, deal: int, dealer: int | None = None) -> tuple[int, list[int]]:
-    """Deal number ``deal`` of ``seed``: the dealer (drawn, unless a match fixes it) and the
-    four hands (bitmasks). The dealer is drawn either way, so the cards depend on
-    ``(seed, deal)`` alone."""
-    rng = np.random.default_rng([seed, deal])
+DealSeed = list[int]
+"""A deal's seed: the entropy of a :class:`numpy.random.SeedSequence` (JSON: a list of ints)."""
+
+
+def deal_cards(deal_seed: Sequence[int], dealer: int | None = None) -> tuple[int, list[int]]:
+    """The deal of ``deal_seed``: the dealer (drawn, unless a match fixes it) and the four
+    hands (bitmasks). The dealer is drawn either way, so the cards depend on the seed alone:
+    ``deal_cards(record["deal_seed"], record["dealer"])`` gives a web record's hands."""
+    rng = np.random.default_rng([int(x) for x in deal_seed])
     drawn = draw_dealer(rng, None)
     dealer = drawn if dealer is None else dealer
     return dealer, random_deal(rng, dealer)
 
 
+def deal_for(seed: int, deal: int, dealer: int | None = None) -> tuple[int, list[int]]:
+    """Deal number ``deal`` of a fixed ``seed`` (``butifarra serve --seed``): the deal of
+    seed ``[seed, deal]`` (:func:`deal_cards`)."""
+    return deal_cards([seed, deal], dealer)
+
+
 def agent_seed(seed: int, deal: int, seat: int) -> int:
-    """The seed an agent at ``seat`` is reset with for deal ``deal`` (both tables of a
-    duplicate deal use the same one)."""
-    return int(np.random.SeedSequence([seed, deal, seat, 1]).generate_state(1)[0])
+    """The seed an agent at ``seat`` is reset with for deal ``deal`` of a fixed ``seed``."""
+    return agent_seed_for([seed, deal], seat)
+
+
+def agent_seed_for(deal_seed: Sequence[int], seat: int) -> int:
+    """The seed an agent at ``seat`` is reset with for the deal of ``deal_seed`` (both tables
+    of a duplicate deal use the same one)."""
+    entropy = [int(x) for x in deal_seed] + [seat, 1]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
+class DealSource:
+    """Where a server's deals come from.
+
+    ``DealSource()`` holds a secret of its own (32 bytes of ``secrets.token_bytes``, never
+    written or sent anywhere): the seed of table ``t``'s deal ``d`` is a keyed BLAKE2b hash of
+    ``(t, d)``, a 128-bit number no one without the secret can compute or invert, different
+    for every table. ``DealSource(seed)`` gives the fixed deals of :func:`deal_for`, the same
+    at every table (reproducible testing: whoever knows the seed knows every hand).
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = None if seed is None else check_int("seed", seed, 0, MAX_SEED)
+        self._secret = secrets.token_bytes(32) if seed is None else b""
+
+    @property
+    def fixed(self) -> bool:
+        """True when the deals come from a known seed rather than the secret."""
+        return self.seed is not None
+
+    def deal_seed(self, table: int, deal: int) -> DealSeed:
+        """The seed of deal ``deal`` at table number ``table``."""
+        if self.seed is not None:
+            return [self.seed, deal]
+        message = f"butifarra web deal: table {table}, deal {deal}".encode()
+        digest = hashlib.blake2b(message, key=self._secret, digest_size=16).digest()
+        return [int.from_bytes(digest, "big")]
+
+    def __repr__(self) -> str:  # never the secret
+        return f"DealSource(seed={self.seed})" if self.fixed else "DealSource(<secret>)"
 
 
 class AgentPool:
@@ -247,20 +314,29 @@ class Table:
         make_agent: AgentMaker,
         records: RecordLog | None = None,
         table_id: str | None = None,
+        *,
+        deals: DealSource | None = None,
+        number: int = 0,
     ) -> None:
         self.setup = setup
         self.records = records
         self.table_id = table_id or secrets.token_hex(6)
         """A public label written in the records (not the browser's secret id)."""
+        self.deals = deals if deals is not None else DealSource(setup.seed)
+        """The deals (the server's, shared by its tables; else the setup's seed or a secret)."""
+        self.number = number
+        """The table's number at its server (mixed into its deals' seeds)."""
+        self.deal_seed: DealSeed = []
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
         specs = setup.bot_specs()
-        self.agents = {s: make_agent(spec, setup.seed + s) for s, spec in specs.items()}
+        base = setup.seed or 0
+        self.agents = {s: make_agent(spec, base + s) for s, spec in specs.items()}
         self.players = ["human" if s == setup.seat else specs[s] for s in range(N_SEATS)]
         self.shadow_agents: dict[int, Agent] = {}
         if setup.mode == "duplicate":
             shadow = {**specs, setup.seat: setup.bot}
-            self.shadow_agents = {s: make_agent(sp, setup.seed + s) for s, sp in shadow.items()}
+            self.shadow_agents = {s: make_agent(sp, base + s) for s, sp in shadow.items()}
         target = MATCH_TARGET if setup.mode == "match" else None
         self.options = Options(target_score=target)
         self.deal = -1
@@ -276,16 +352,17 @@ class Table:
     # ------------------------------------------------------------ hands
     def _new_hand(self) -> _Hand:
         self.deal += 1
-        dealer, hands = deal_for(self.setup.seed, self.deal)
+        self.deal_seed = self.deals.deal_seed(self.number, self.deal)
+        dealer, hands = deal_cards(self.deal_seed)
         hand_number, match_scores = 0, (0, 0)
         if self.setup.mode == "match":
             if self.match is None or self.match.winner is not None:
                 self.match = Match(MATCH_TARGET, dealer)
-            dealer, hands = deal_for(self.setup.seed, self.deal, self.match.dealer)
+            dealer, hands = deal_cards(self.deal_seed, self.match.dealer)
             hand_number, match_scores = self.match.hand_number, self.match.scores
         game = Game(self.options, dealer, hands, hand_number, match_scores)
         for s, agent in self.agents.items():
-            agent.reset(agent_seed(self.setup.seed, self.deal, s))
+            agent.reset(agent_seed_for(self.deal_seed, s))
         self.log = []
         return _Hand(game, dict(self.agents), self._label())
 
@@ -329,8 +406,9 @@ class Table:
         setup = self.setup
         extra = {
             "players": list(self.players),
-            "seed": setup.seed,
+            "seed": self.deals.seed,
             "deal": self.deal,
+            "deal_seed": list(self.deal_seed),
             "source": "web",
             "mode": setup.mode,
             "table": self.table_id,
@@ -365,11 +443,16 @@ class Table:
         """The same deal, the bot in the person's seat, everyone else as before."""
         twin = Game(self.options, game.dealer, list(game.initial_hands))
         for s, agent in self.shadow_agents.items():
-            agent.reset(agent_seed(self.setup.seed, self.deal, s))
+            agent.reset(agent_seed_for(self.deal_seed, s))
         shadow = _Hand(twin, dict(self.shadow_agents), f"{self._label()} (the bot's hand)")
         for _ in shadow.bot_moves():  # every seat is a bot: the hand is played out
             pass
         return shadow
+
+    def deal_in_play(self) -> tuple[int, ...] | None:
+        """The four hands (bitmasks) of the deal being played here, None between hands."""
+        game = self.hand.game
+        return None if game.is_over else tuple(game.initial_hands)
 
     # ------------------------------------------------------------ requests
     def act(self, action: object, at: object) -> dict[str, Any]:
@@ -468,10 +551,13 @@ __all__ = [
     "MODES",
     "AgentPool",
     "Conflict",
+    "DealSource",
     "RecordLog",
     "Table",
     "TableSetup",
     "agent_seed",
+    "agent_seed_for",
+    "deal_cards",
     "deal_for",
     "parse_setup",
     "public_state",

@@ -21,7 +21,6 @@ import pytest
 
 pytest.importorskip("ray.rllib")
 
-import ray  # noqa: E402
 import torch  # noqa: E402
 from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec  # noqa: E402
@@ -46,6 +45,7 @@ from butifarra_env.integrations.rllib import (  # noqa: E402
     shared_policy_mapping,
 )
 from train import rllib_ppo  # noqa: E402
+from train.local_ray import local_cluster  # noqa: E402
 from train.rllib_ppo import ActorCriticModule, LeagueMapping, Settings  # noqa: E402
 from train.rllib_sampler import BatchedHandsEnvRunner  # noqa: E402
 
@@ -243,6 +243,28 @@ def test_existing_run_is_refused_without_resume(
     assert (run / "settings.json").read_text() == "{}"
 
 
+def test_resume_without_checkpoints_names_the_real_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose checkpoint folders are gone but whose export is there: the refusal says
+    that the folder has no checkpoint (and what it holds), not that the export is another
+    run's; nothing is changed."""
+    run = tmp_path / "gone"
+    run.mkdir()
+    s = Settings(run_dir=str(tmp_path), run_name="gone")
+    (run / "settings.json").write_text(json.dumps(dataclasses.asdict(s)))
+    (run / "export.pt").write_bytes(b"an agent")
+    (run / "metrics.csv").write_text("iteration\n1\n")
+    before = sorted(p.name for p in run.iterdir())
+    with pytest.raises(SystemExit) as exc:
+        rllib_ppo.main(["--run-dir", str(tmp_path), "--run-name", "gone", "--resume"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "has no checkpoint to resume from" in err and "another run" not in err
+    assert "export.pt, metrics.csv, settings.json" in err and "--run-name" in err
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
 def test_resume_of_a_run_with_old_setting_names_is_refused_naming_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -342,18 +364,10 @@ def test_checkpoint_folders_rotate_and_an_unreadable_newest_is_set_aside(
 # ----------------------------------------------------------------------------- training
 @pytest.fixture(scope="module")
 def local_ray() -> Any:
-    """One small local Ray on 127.0.0.1 for the training tests; shut down afterwards."""
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=128 * 2**20,
-        _node_ip_address="127.0.0.1",
-        logging_level="ERROR",
-        log_to_driver=False,
-    )
-    yield
-    ray.shutdown()
+    """One small local Ray for the training tests, the trainer's own (loopback only, token
+    auth, stopped with this process); stopped afterwards."""
+    with local_cluster(2, 128 * 2**20) as cluster:
+        yield cluster
 
 
 TINY = [
