@@ -26,6 +26,7 @@ import pytest
 BY_PATH = {
     "tests/integrations/": "integration",
     "tests/test_web_browser.py": "browser",
+    "tests/test_web_phone.py": "browser",
     "tests/integrations/test_rllib_cluster.py": "cluster",
     "tests/integrations/test_ray_local.py": "cluster",  # train.rllib_ppo's own local Ray
 }
@@ -49,6 +50,11 @@ SLOW = {
     "tests/test_exploit.py::test_exploit_random_end_to_end_then_refuses_to_overwrite",
     "tests/test_exploit.py::test_ctrl_c_saves_the_run_and_says_where",
     "tests/test_exploit.py::test_opponent_agent_fills_every_opponent_seat_and_is_evaluated",
+    "tests/test_exploit.py::test_ctrl_c_while_measuring_then_the_printed_command_only_measures",
+    "tests/test_exploit.py::test_resume_of_a_run_interrupted_while_training_trains_then_measures",
+    "tests/test_ppo_guards.py::test_a_time_budget_spent_before_any_hand_finished_goes_on_until_one_has",
+    "tests/test_ppo_guards.py::test_the_trainers_without_their_extra_say_which_to_install",
+    "tests/test_web_server_limits.py::test_idle_connections_are_timed_out_while_a_normal_client_is_served",
     "tests/test_ppo.py::test_smoke_training_subprocess",
     "tests/test_ppo.py::test_cli_help_lists_flags",
     "tests/test_arena.py::test_console_script_exit_status_without_traceback",
@@ -97,6 +103,7 @@ def _where(item: pytest.Item) -> tuple[str, str]:
 
 HEAVY_GROUP = {
     "tests/test_web_browser.py",
+    "tests/test_web_phone.py",
     "tests/test_notebooks.py::test_notebook_executes",
     "tests/integrations/test_rllib.py",  # its Ray tests share a module-scoped local Ray
     "tests/integrations/test_rllib_cluster.py",

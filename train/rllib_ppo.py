@@ -60,15 +60,28 @@ except ImportError as exc:  # ``python -m train.rllib_ppo`` without ray or torch
     raise SystemExit(2) from None
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.torch_utils import explained_variance
 
 from agents.evaluation.arena import duel
 from agents.ppo_agent import PPOAgent
-from agents.ppo_net import MAX_HIDDEN, MAX_LAYERS, ActorCritic, masked_logits, model_payload
+from agents.ppo_net import (
+    MAX_HIDDEN,
+    MAX_LAYERS,
+    ActorCritic,
+    masked_entropy,
+    masked_log_probs,
+    masked_logits,
+    model_payload,
+)
 from agents.registry import make_agent
 from butifarra_env.core.fileio import atomic_write_text
 from butifarra_env.core.validate import check_int, check_number
@@ -81,7 +94,14 @@ from butifarra_env.integrations.rllib import (
     parse_agent_id,
 )
 from train.local_ray import keep_loopback, local_cluster
-from train.rllib_sampler import SAMPLE_WALL_S, BatchedHandsEnvRunner
+from train.ppo_settings import budget_progress, make_opponent_agent
+from train.rllib_sampler import (
+    HIDDEN_HANDS,
+    SAMPLE_WALL_S,
+    TEACHER_ACTION,
+    BatchedHandsEnvRunner,
+    bidding_rows,
+)
 from train.run_folder import (
     RunRefused,
     TrainingInterrupted,
@@ -159,15 +179,38 @@ class Settings:
     """Width of the MLP trunk (ActorCritic)."""
     layers: int = 2
     """Hidden layers in the MLP trunk."""
+    central_value: bool = True
+    """Centralised critic: the value MLP also sees the three hidden hands (from the engine's
+    state(), recorded by the fast sampler as a batch column)."""
+    canonical_suits: bool = True
+    """Relabel suits inside the model so trump is always suit 0 (shares card-play learning)."""
+    mask_input: bool = True
+    """Feed the legal-action mask to the networks as 56 extra inputs."""
+    belief: bool = True
+    """Belief head on the policy trunk: predicts which other seat holds each card, trained
+    as an auxiliary loss (weight ``belief_coef``) against the true hidden hands."""
+    belief_coef: float = 0.5
+    """Weight of the belief loss (binary cross-entropy, mean over 144 outputs)."""
+    card_features: bool = True
+    """Give the trunk what the rules say about each card: masters, cards that would win
+    the trick now, whether the partner is winning it (147 extra inputs)."""
+    card_head: bool = True
+    """Add to each card's logit the output of one small network shared by all 48 cards,
+    reading that card's features and the trunk (card play learnt once for every card)."""
     learning_rate: float = 8e-4
     """Adam step size."""
+    anneal_lr: bool = True
+    """Linearly anneal the step size towards ``lr_final`` x learning_rate over the budget
+    (the larger of the spent shares of total_updates and total_minutes)."""
+    lr_final: float = 0.0
+    """With anneal_lr: the step size at the end of the budget, as a fraction of learning_rate."""
     gamma: float = 1.0
     """Discount per own decision (a hand is short; 1.0 = undiscounted hand score)."""
     gae_lambda: float = 0.95
     """GAE lambda along each seat's own decisions."""
     reward_scale: float = 1.0 / 36.0
     """Rewards (raw team score difference, up to +-1152) are multiplied by this for learning."""
-    update_epochs: int = 2
+    update_epochs: int = 4
     """Passes over each batch."""
     clip_coef: float = 0.2
     """PPO ratio clipping."""
@@ -177,6 +220,20 @@ class Settings:
     """Weight of the value loss."""
     max_grad_norm: float = 0.5
     """Gradient-norm clipping (0 = none)."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    teacher: str | None = "rule"
+    """Kickstarting: a registry agent ("rule") whose choice at each of the learner's
+    decisions is imitated by an extra cross-entropy loss, weighted ``teacher_coef`` at the
+    start and falling linearly to 0 at ``teacher_until`` of the budget. The learner still
+    acts itself (PPO stays on-policy); the teacher only says what it would have done."""
+    teacher_coef: float = 1.0
+    """Initial weight of the imitation loss (mean cross-entropy of the teacher's action)."""
+    teacher_until: float = 0.25
+    """Share of the budget (0 to 1) at which the imitation weight reaches 0."""
+    teacher_bid_floor: float = 0.3
+    """Least imitation weight on bidding and doubling decisions (no card to play), kept for
+    the whole run. 0 = they follow the schedule like the rest."""
 
     opp_self: float = 0.05
     """Share of hands in pure self-play (all four seats are the learner)."""
@@ -244,11 +301,12 @@ class Settings:
             raise ValueError("set total_minutes > 0 or total_updates > 0, or the run never ends")
         for name in ("learning_rate", "clip_coef", "reward_scale"):
             check_number(name, getattr(self, name), 0.0)
-        for name in ("gamma", "gae_lambda"):
+        for name in ("gamma", "gae_lambda", "lr_final", "teacher_until"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
                 raise ValueError(f"{name} must be in [0, 1], got {v!r}")
-        for name in ("ent_coef", "vf_coef", "max_grad_norm", "gpus_per_learner"):
+        for name in ("ent_coef", "vf_coef", "max_grad_norm", "gpus_per_learner",
+                     "belief_coef", "teacher_coef", "teacher_bid_floor"):  # fmt: skip
             check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
         for name in ("opp_self", "opp_snapshot", "opp_rule", "opp_random"):
             check_number(name, getattr(self, name), 0.0, lo_inclusive=True)
@@ -260,6 +318,23 @@ class Settings:
             )
         if self.env_path not in PATHS:
             raise ValueError(f"env_path must be one of {', '.join(PATHS)}, got {self.env_path!r}")
+        recipe = [
+            f"--{n.replace('_', '-')}" for n in ("central_value", "belief") if getattr(self, n)
+        ]
+        recipe += ["--teacher"] if self.teacher is not None else []
+        if recipe and self.env_path != "fast":
+            raise ValueError(
+                f"{', '.join(recipe)} need the hidden hands or the teacher's actions, which only "
+                f"--env-path fast records; with --env-path {self.env_path} pass "
+                f"--no-central-value --no-belief --teacher None"
+            )
+        if self.teacher is not None:
+            if not isinstance(self.teacher, str) or not self.teacher.strip():
+                raise ValueError(f"teacher must be a registry agent or None, got {self.teacher!r}")
+            try:
+                make_opponent_agent(self.teacher, self.seed)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"teacher: {exc}") from None
         v = self.run_name
         if v is not None and (
             not isinstance(v, str) or v in ("", ".", "..") or any(c in v for c in "/\\\0")
@@ -318,21 +393,50 @@ def _one_line(box: str) -> str:
 
 
 # ----------------------------------------------------------------------------- RLModules
+MODULE_DEFAULTS: dict[str, Any] = {
+    "hidden": 256, "layers": 2, "central_value": False, "canonical_suits": True,
+    "mask_input": True, "belief": False, "card_features": False, "card_head": False,
+}  # fmt: skip
+"""The :class:`ActorCriticModule` ``model_config`` keys of the network (``ARCH_FIELDS`` of
+``train/ppo.py``) and the value a missing one means (the plain network)."""
+BELIEF_LOSS = "belief_loss"
+"""Key of the train pass's output holding the belief loss (a scalar over the valid rows)."""
+
+
 class ActorCriticModule(TorchRLModule, ValueFunctionAPI):
     """:class:`agents.ppo_net.ActorCritic` as an RLlib module: masked logits (illegal
-    actions at -1e8) from ``{"observations", "action_mask"}``; the value head shares the
-    trunk. ``model_config``: ``hidden``, ``layers``. The train pass returns the values as
-    its embeddings so the PPO loss does not run the network twice."""
+    actions at -1e8) from ``{"observations", "action_mask"}``. ``model_config``: the network
+    options of :data:`MODULE_DEFAULTS` and ``teacher`` (a registry spec or None).
+
+    A central critic or a belief head (``needs_hidden``) reads the hidden hands from the
+    batch column :data:`~train.rllib_sampler.HIDDEN_HANDS` that the fast sampler records;
+    ``teacher`` tells the sampler to record the teacher's actions
+    (:data:`~train.rllib_sampler.TEACHER_ACTION`). The train pass runs the network once, on
+    the rows the loss reads (``loss_mask``: not the extra time step RLlib's PPO adds to each
+    episode), and returns the values as its embeddings and the belief loss under
+    :data:`BELIEF_LOSS`."""
 
     def setup(self) -> None:
-        cfg = dict(self.model_config or {})
-        self.net = ActorCritic(
-            hidden=int(cfg.get("hidden", 256)),
-            layers=int(cfg.get("layers", 2)),
-            central_value=False,
-            canonical_suits=True,
-            mask_input=True,
-        )
+        cfg = {**MODULE_DEFAULTS, **dict(self.model_config or {})}
+        arch = {k: type(MODULE_DEFAULTS[k])(cfg[k]) for k in MODULE_DEFAULTS}
+        self.net = ActorCritic(**arch)
+        spec = cfg.get("teacher")
+        self.teacher: str | None = None if spec is None else str(spec)
+
+    @property
+    def needs_hidden(self) -> bool:
+        """Training reads the hidden hands (central critic or belief head)."""
+        return bool(self.net.central_value or self.net.arch["belief"])
+
+    def _hidden(self, batch: Mapping[str, Any]) -> torch.Tensor | None:
+        if not self.needs_hidden:
+            return None
+        if HIDDEN_HANDS not in batch:
+            raise ValueError(
+                f"this module ({'central critic' if self.net.central_value else 'belief head'})"
+                f" trains on the {HIDDEN_HANDS!r} column, which only --env-path fast records"
+            )
+        return batch[HIDDEN_HANDS]
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         obs, mask = batch[Columns.OBS][OBS_KEY], batch[Columns.OBS][MASK_KEY]
@@ -340,14 +444,195 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI):
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         obs, mask = batch[Columns.OBS][OBS_KEY], batch[Columns.OBS][MASK_KEY]
-        logits, values = self.net(obs, mask)
-        return {Columns.ACTION_DIST_INPUTS: masked_logits(logits, mask), Columns.EMBEDDINGS: values}
+        hidden = self._hidden(batch)
+        valid = batch.get(Columns.LOSS_MASK)
+        if valid is None or bool(valid.all()):
+            logits, values, belief = self.net.forward_all(obs, mask, hidden)
+        else:
+            valid = valid.bool()
+            part = self.net.forward_all(
+                obs[valid], mask[valid], None if hidden is None else hidden[valid]
+            )
+            logits = part[0].new_zeros((len(obs), part[0].shape[-1])).index_put((valid,), part[0])
+            values = part[1].new_zeros(len(obs)).index_put((valid,), part[1])
+            belief = part[2]
+        out = {Columns.ACTION_DIST_INPUTS: masked_logits(logits, mask), Columns.EMBEDDINGS: values}
+        if belief is not None:
+            out[BELIEF_LOSS] = belief
+        return out
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         if embeddings is not None:
             return embeddings
         obs = batch[Columns.OBS]
-        return self.net(obs[OBS_KEY], obs[MASK_KEY])[1]
+        return self.net(obs[OBS_KEY], obs[MASK_KEY], self._hidden(batch) if
+                        self.net.central_value else None)[1]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- the recipe's loss
+def annealed_lr(learning_rate: float, lr_final: float, anneal: bool, progress: float) -> float:
+    """The step size when ``progress`` (0 to 1) of the budget is spent: ``train/ppo.py``'s
+    linear anneal from ``learning_rate`` to ``lr_final`` x learning_rate."""
+    if not anneal:
+        return learning_rate
+    return (1.0 - (1.0 - lr_final) * min(1.0, progress)) * learning_rate
+
+
+def teacher_weight(teacher: str | None, coef: float, until: float, progress: float) -> float:
+    """Weight of the imitation loss when ``progress`` of the budget is spent (``train/ppo.py``'s
+    ``Config.teacher_weight``): ``coef`` falling linearly to 0 at ``until``."""
+    if teacher is None or until <= 0:
+        return 0.0
+    return coef * max(0.0, 1.0 - progress / until)
+
+
+@dataclass
+class LossCoefs:
+    """The weights of :func:`recipe_loss` (the ``train/ppo.py`` names)."""
+
+    clip_coef: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    belief_coef: float = 0.5
+    teacher_bid_floor: float = 0.3
+    norm_adv: bool = True
+
+
+LOSS_STATS = ("loss_policy", "loss_value", "entropy", "approx_kl", "clipfrac",
+              "loss_belief", "loss_teacher")  # fmt: skip
+"""The diagnostics :func:`recipe_loss` returns (``train/ppo.py``'s metrics names)."""
+
+
+def recipe_loss(
+    logits: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    actions: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    value_targets: torch.Tensor,
+    teacher_actions: torch.Tensor | None,
+    belief_loss: torch.Tensor | None,
+    coefs: LossCoefs,
+    teacher_w: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``train/ppo.py``'s loss (``ppo_loss``) on rows of RLlib's batch: clipped surrogate on
+    (per-minibatch normalised) advantages, ``0.5`` x squared error to the value targets, the
+    masked entropy bonus, ``belief_coef`` x the belief loss, and the kickstarting term: the
+    cross-entropy of the teacher's action (its one-hot policy's KL to ours) at the rows where
+    it was asked (``teacher_actions >= 0``), weighted ``teacher_w``, at least
+    ``teacher_bid_floor`` on bidding and doubling rows. Returns the loss and
+    :data:`LOSS_STATS` (nan for an absent term)."""
+    all_logp = masked_log_probs(logits, mask)
+    new_logp = all_logp.gather(-1, actions.long()[:, None]).squeeze(-1)
+    entropy = masked_entropy(logits, mask).mean()
+    log_ratio = new_logp - old_logp
+    ratio = log_ratio.exp()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean()
+        clipfrac = ((ratio - 1.0).abs() > coefs.clip_coef).float().mean()
+    a = advantages
+    if coefs.norm_adv and len(a) > 1:
+        a = (a - a.mean()) / (a.std() + 1e-8)
+    clipped = ratio.clamp(1 - coefs.clip_coef, 1 + coefs.clip_coef)
+    pg_loss = torch.max(-a * ratio, -a * clipped).mean()
+    v_loss = 0.5 * ((values - value_targets) ** 2).mean()
+    loss = pg_loss - coefs.ent_coef * entropy + coefs.vf_coef * v_loss
+    nan = torch.tensor(math.nan)
+    if belief_loss is not None:
+        loss = loss + coefs.belief_coef * belief_loss
+    imitation = nan
+    floor = coefs.teacher_bid_floor
+    if teacher_actions is not None and (teacher_w > 0 or floor > 0):
+        asked = teacher_actions >= 0
+        if bool(asked.any()):
+            teach = teacher_actions[asked].long()
+            ce = -all_logp[asked].gather(-1, teach[:, None]).squeeze(-1)
+            bids = bidding_rows(mask[asked].bool())  # a uint8 mask: ~ would be bitwise
+            weight = torch.where(bids, max(teacher_w, floor), teacher_w)
+            imitation = ce.mean()
+            loss = loss + (weight * ce).mean()
+    parts = (pg_loss, v_loss, entropy, approx_kl, clipfrac,
+             nan if belief_loss is None else belief_loss, imitation)  # fmt: skip
+    return loss, dict(zip(LOSS_STATS, parts, strict=True))
+
+
+RECIPE_KEY = "butifarra_recipe"
+"""Key of the recipe (:class:`LossCoefs` and the schedules) in ``learner_config_dict``."""
+
+
+class RecipeLearner(PPOTorchLearner):
+    """RLlib's PPO learner with ``train/ppo.py``'s loss (:func:`recipe_loss`: belief and
+    teacher terms, its value loss and advantage normalisation), Adam with ``eps=1e-5``, and
+    the budget's schedules: the driver calls :meth:`set_progress` before each iteration
+    (annealed step size, imitation weight)."""
+
+    def build(self) -> None:
+        recipe = dict(self.config.learner_config_dict.get(RECIPE_KEY, {}))
+        self.coefs = LossCoefs(**recipe.get("coefs", {}))
+        self.schedule: dict[str, Any] = dict(recipe.get("schedule", {}))
+        self.teacher_w = 0.0
+        super().build()
+        self.set_progress(0.0)
+
+    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
+        """Adam as ``train/ppo.py`` has it (``eps=1e-5``), without an RLlib step-size
+        schedule (:meth:`set_progress` sets the step size)."""
+        params = self.get_parameters(self.module[module_id])
+        optimizer = torch.optim.Adam(params, lr=float(self.config.lr), eps=1e-5)
+        self.register_optimizer(module_id=module_id, optimizer=optimizer, params=params)
+
+    def set_progress(self, progress: float) -> dict[str, float]:
+        """Set the step size and the imitation weight for ``progress`` (0 to 1) of the
+        budget spent; returns them (``learning_rate``, ``teacher_weight``)."""
+        sch = self.schedule
+        lr = annealed_lr(
+            float(sch.get("learning_rate", self.config.lr)), float(sch.get("lr_final", 0.0)),
+            bool(sch.get("anneal_lr", False)), progress,
+        )  # fmt: skip
+        self.teacher_w = teacher_weight(
+            sch.get("teacher"), float(sch.get("teacher_coef", 0.0)),
+            float(sch.get("teacher_until", 0.0)), progress,
+        )  # fmt: skip
+        for module_id in self.module.keys():  # noqa: SIM118 - a MultiRLModule is not a dict
+            for _, optimizer in self.get_optimizers_for_module(module_id):
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+        return {"learning_rate": lr, "teacher_weight": self.teacher_w}
+
+    def compute_loss_for_module(
+        self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> torch.Tensor:
+        valid = batch.get(Columns.LOSS_MASK)
+        rows = slice(None) if valid is None else valid.bool()
+        teach = batch.get(TEACHER_ACTION)
+        loss, parts = recipe_loss(
+            fwd_out[Columns.ACTION_DIST_INPUTS][rows],
+            fwd_out[Columns.EMBEDDINGS][rows],
+            batch[Columns.OBS][MASK_KEY][rows],
+            batch[Columns.ACTIONS][rows],
+            batch[Columns.ACTION_LOGP][rows],
+            batch[Postprocessing.ADVANTAGES][rows],
+            batch[Postprocessing.VALUE_TARGETS][rows],
+            None if teach is None else teach[rows],
+            fwd_out.get(BELIEF_LOSS),
+            self.coefs,
+            self.teacher_w,
+        )
+        values, targets = (
+            fwd_out[Columns.EMBEDDINGS][rows],
+            batch[Postprocessing.VALUE_TARGETS][rows],
+        )
+        stats = {k: v.detach() for k, v in parts.items()}
+        stats |= {
+            POLICY_LOSS_KEY: stats["loss_policy"],
+            VF_LOSS_KEY: stats["loss_value"],
+            ENTROPY_KEY: stats["entropy"],
+            LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(targets, values.detach()),
+            "teacher_weight": torch.tensor(self.teacher_w),
+        }
+        self.metrics.log_dict(stats, key=module_id, window=1)
+        return loss
 
 
 class FixedAgentModule(RLModule):
@@ -426,7 +711,7 @@ def module_ids(s: Settings) -> list[str]:
 def build_config(s: Settings) -> PPOConfig:
     """The PPO config of a run (RLlib's new API stack), for any :data:`PATHS` entry."""
     runners = s.num_env_runners
-    net = {"hidden": s.hidden, "layers": s.layers}
+    net: dict[str, Any] = arch_of(s) | {"teacher": s.teacher}
     specs = {mid: RLModuleSpec(module_class=ActorCriticModule, model_config=net)
              for mid in module_ids(s) if mid not in FIXED_AGENTS}  # fmt: skip
     for mid in FIXED_AGENTS:
@@ -469,6 +754,8 @@ def build_config(s: Settings) -> PPOConfig:
             vf_clip_param=1e6,  # returns are scaled; clipping the squared error drops gradients
             grad_clip=s.max_grad_norm or None,
             use_kl_loss=False,
+            learner_class=RecipeLearner,
+            learner_config_dict={RECIPE_KEY: recipe_of(s)},
         )
         .multi_agent(
             policies=module_ids(s),
@@ -479,6 +766,19 @@ def build_config(s: Settings) -> PPOConfig:
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
         .debugging(seed=s.seed, log_level="ERROR")
     )
+
+
+def arch_of(s: Settings) -> dict[str, Any]:
+    """The network options of a run (:data:`MODULE_DEFAULTS`' keys)."""
+    return {k: getattr(s, k) for k in MODULE_DEFAULTS}
+
+
+def recipe_of(s: Settings) -> dict[str, Any]:
+    """What :class:`RecipeLearner` reads from ``learner_config_dict``: the loss weights and
+    the schedules' settings."""
+    coefs = {f.name: getattr(s, f.name) for f in fields(LossCoefs)}
+    names = ("learning_rate", "anneal_lr", "lr_final", "teacher", "teacher_coef", "teacher_until")
+    return {"coefs": coefs, "schedule": {k: getattr(s, k) for k in names}}
 
 
 def decisions_sampled(result: Mapping[str, Any]) -> int:
@@ -497,7 +797,7 @@ def learner_weights(algo: Algorithm, module_id: str) -> dict[str, Any]:
 def shared_model(algo: Algorithm, s: Settings) -> ActorCritic:
     """The shared policy as a plain :class:`ActorCritic` on the CPU (for the arena and the
     export), from the learner's weights."""
-    net = ActorCritic(s.hidden, s.layers, central_value=False)
+    net = ActorCritic(**arch_of(s))
     prefix = "net."
     state = {
         k[len(prefix) :]: torch.as_tensor(np.asarray(v))
@@ -566,7 +866,8 @@ CSV_FIELDS = (
     "iteration", "decisions", "hands", "minutes", "decisions_per_s", "sample_s", "learn_s",
     "episode_len_mean", "train_vs_snapshot", "train_vs_rule", "policy_loss", "vf_loss",
     "entropy", "vf_explained_var", "eval_rule_mean", "eval_rule_ci95", "eval_s",
-    "train_vs_random", "iteration_s", "runner_sample_s",
+    "train_vs_random", "iteration_s", "runner_sample_s", "learning_rate", "teacher_weight",
+    "loss_belief", "loss_teacher", "approx_kl", "clipfrac",
 )  # fmt: skip
 """metrics.csv columns (new ones go last: a resumed run's older file gets today's header).
 ``sample_s``, ``learn_s``, ``iteration_s``: this iteration's wall seconds (:class:`PhaseTimer`,
@@ -672,6 +973,8 @@ def iteration_metrics(result: Mapping[str, Any], reward_scale: float) -> dict[st
         "vf_explained_var": learner.get("vf_explained_var", math.nan),
         "runner_sample_s": runners.get(SAMPLE_WALL_S, math.nan),
     }
+    for key in ("loss_belief", "loss_teacher", "approx_kl", "clipfrac", "teacher_weight"):
+        out[key] = learner.get(key, math.nan)
     for kind in ("snapshot", RULE_POLICY, RANDOM_POLICY):
         rewards = [v for k, v in modules.items() if k.startswith(kind)]
         if rewards:  # an opponent module's return is its two seats' rewards: minus ours
@@ -889,13 +1192,14 @@ class Run:
         # iteration), so that a resumed run shuffles as an uninterrupted one does.
         seed = np.random.SeedSequence([s.seed, p.iteration]).generate_state(1)[0]
         np.random.seed(seed)  # noqa: NPY002 - the legacy global generator is what RLlib uses
+        schedule = self._schedules(algo, s, p)
         result = algo.train()
         dt = time.perf_counter() - t0
         decisions = decisions_sampled(result)
         p.iteration += 1
         p.decisions += decisions
         p.hands += int(result.get("env_runners", {}).get("num_episodes", 0) or 0)
-        metrics = iteration_metrics(result, s.reward_scale) | self.timer.take()
+        metrics = iteration_metrics(result, s.reward_scale) | self.timer.take() | schedule
         metrics |= {"iteration": p.iteration, "decisions": p.decisions, "hands": p.hands}
         metrics["iteration_s"] = dt
         metrics["decisions_per_s"] = decisions / max(dt, 1e-9)
@@ -907,6 +1211,23 @@ class Run:
         p.elapsed_s += time.perf_counter() - t0
         metrics["minutes"] = p.elapsed_s / 60
         return metrics
+
+    def _schedules(self, algo: Algorithm, s: Settings, p: Progress) -> dict[str, float]:
+        """Before an iteration: the learners' step size and imitation weight for the share
+        of the budget spent (``train/ppo.py``'s ``budget_progress``), and, when it changes,
+        which decisions the env runners ask the teacher about (all while the imitation
+        weight is above 0, then the bidding and doubling ones)."""
+        progress = budget_progress(s.total_updates, s.total_minutes, p.iteration, p.elapsed_s)
+        calls = algo.learner_group.foreach_learner(lambda learner: learner.set_progress(progress))
+        row = [call.get() for call in calls][0]  # the same on every learner
+        bids_only = s.teacher is not None and row["teacher_weight"] <= 0
+        if bids_only != getattr(self, "_bids_only", None):
+            algo.env_runner_group.foreach_env_runner(
+                lambda runner: getattr(runner, "set_teacher_scope", lambda b: None)(bids_only),
+                local_env_runner=True,
+            )
+            self._bids_only = bids_only
+        return {k: float(v) for k, v in row.items()}
 
     @staticmethod
     def _writer(out_dir: Path, iteration: int, enabled: bool) -> SummaryWriter | None:

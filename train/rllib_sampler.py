@@ -46,18 +46,45 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
+from agents import Agent
+from agents.ppo_net import hidden_hands
 from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.core.cards import N_CARDS
 from butifarra_env.core.observation import OBS_SIZE
 from butifarra_env.core.rules import N_SEATS
 from butifarra_env.integrations.rllib import MASK_KEY, OBS_KEY, BatchedHandsEnv
+from train.ppo_settings import make_opponent_agent
 
-__all__ = ["MAX_DECISIONS", "SAMPLE_WALL_S", "BatchedHandsEnvRunner", "hand_episode"]
+__all__ = [
+    "HIDDEN_HANDS",
+    "MAX_DECISIONS",
+    "SAMPLE_WALL_S",
+    "TEACHER_ACTION",
+    "BatchedHandsEnvRunner",
+    "bidding_rows",
+    "hand_episode",
+]
 
 SAMPLE_WALL_S = "sample_wall_s"
 """Env-runner metric: wall seconds of the latest ``sample()`` call (the slowest runner's)."""
 
 MAX_DECISIONS = 64
 """More decisions than any hand has (48 cards, 2 trump choices, the doubling chain)."""
+HIDDEN_HANDS = "hidden_hands"
+"""Extra batch column (uint8, (T, 144)): the three hands the mover cannot see, relative to
+it (:func:`agents.ppo_net.hidden_hands` of the engine's ``state()``), recorded at each
+decision of a module whose ``needs_hidden`` is true (central critic, belief loss)."""
+TEACHER_ACTION = "teacher_action"
+"""Extra batch column (int64, (T,)): the teacher's action at each decision of a module with a
+``teacher`` spec (-1 where it was not asked: after the teacher's schedule, only the bidding
+and doubling decisions are asked, see :meth:`BatchedHandsEnvRunner.set_teacher_scope`)."""
+
+
+def bidding_rows(mask: Any) -> Any:
+    """Rows of a (N, 56) legal-action mask (numpy or torch) with no card to play: the
+    bidding and doubling decisions (``teacher_bid_floor`` keeps teaching those). Same rule
+    as ``train.ppo.bidding_rows``."""
+    return ~mask[:, :N_CARDS].any(-1)
 
 
 # ------------------------------------------------------------------------------ episodes
@@ -138,6 +165,11 @@ class BatchedHandsEnvRunner(MultiAgentEnvRunner):
     it does on RLlib's own runner. Slots are refilled as soon as a hand ends (no waiting),
     and hands still in progress when ``sample()`` returns carry on at the next call.
 
+    A trained module can ask for two extra columns (:data:`HIDDEN_HANDS` when its
+    ``needs_hidden`` attribute is true, :data:`TEACHER_ACTION` when its ``teacher`` attribute
+    names a registry agent): they are recorded at its decisions as extra model outputs, so
+    RLlib's learner connectors put them in the train batch as columns.
+
     Limits (checked or documented): one env per runner (``num_envs_per_env_runner=1``; raise
     ``num_hands`` instead); env-to-module and module-to-env connectors are not run (the
     modules get ``{"obs": {"observations", "action_mask"}}`` tensors); stateless modules
@@ -176,6 +208,15 @@ class BatchedHandsEnvRunner(MultiAgentEnvRunner):
         self._obs: np.ndarray | None = None
         self._mask = np.zeros((n, N_ACTIONS), np.int8)
         self._seat = np.zeros(n, np.int64)
+        self._needs_hidden = np.zeros(0, bool)  # per module (in _module_ids order)
+        self._teachers: list[Agent | None] = []
+        self.teach_bids_only = False
+
+    def set_teacher_scope(self, bids_only: bool) -> None:
+        """Ask the teacher at every decision of the trained modules (False), or at the bidding
+        and doubling ones only (True: once the imitation schedule has ended, only the
+        ``teacher_bid_floor`` weighs)."""
+        self.teach_bids_only = bool(bids_only)
 
     # -------------------------------------------------------------- sampling
     def sample(  # type: ignore[override]  # MultiAgentEnvRunner.sample's own signature
@@ -222,6 +263,15 @@ class BatchedHandsEnvRunner(MultiAgentEnvRunner):
             mod = self.module[mid]
             if isinstance(mod, torch.nn.Module):
                 mod.eval()
+        modules = [self.module[mid] for mid in self._module_ids]
+        self._needs_hidden = np.array([bool(getattr(m, "needs_hidden", False)) for m in modules])
+        built: dict[str, Agent] = {}
+        self._teachers = []
+        for m in modules:
+            spec = getattr(m, "teacher", None)
+            if isinstance(spec, str) and spec not in built:
+                built[spec] = make_opponent_agent(spec, self._seed)
+            self._teachers.append(built[spec] if isinstance(spec, str) else None)
         self._dec_len[:] = 0
         for slot in range(self._hands.num_hands):
             self._new_hand(slot)
@@ -280,6 +330,8 @@ class BatchedHandsEnvRunner(MultiAgentEnvRunner):
                 self._dec_act[learn, pos] = actions[learn]
                 for k, v in extra.items():
                     self._extra_buffer(k, v)[learn, pos] = v[learn]
+                for k, v in self._recipe_columns(module, learn).items():
+                    self._extra_buffer(k, v)[learn, pos] = v
             self._dec_seat[rows, self._dec_len] = self._seat
             self._dec_len += 1
             module_steps += np.bincount(module, minlength=len(self._module_ids))
@@ -301,6 +353,37 @@ class BatchedHandsEnvRunner(MultiAgentEnvRunner):
                 self._new_hand(slot)
         self._log_counts(stepped, module_steps, tally)
         return done_eps
+
+    def _recipe_columns(self, module: np.ndarray, learn: np.ndarray) -> dict[str, np.ndarray]:
+        """The :data:`HIDDEN_HANDS` and :data:`TEACHER_ACTION` rows of the decisions at the
+        slots ``learn`` (trained modules only), for the modules that ask for them."""
+        assert self._hands is not None and self._obs is not None
+        out: dict[str, np.ndarray] = {}
+        mods = module[learn]
+        if self._needs_hidden.any():
+            hid = np.zeros((len(learn), 3 * N_CARDS), np.uint8)
+            need = self._needs_hidden[mods]
+            if need.any():
+                rows = learn[need]
+                state = np.asarray(self._hands.engine.state())
+                hid[need] = hidden_hands(state[rows], self._seat[rows])
+            out[HIDDEN_HANDS] = hid
+        if any(t is not None for t in self._teachers):
+            teach = np.full(len(learn), -1, np.int64)
+            for k in np.unique(mods).tolist():
+                teacher = self._teachers[k]
+                if teacher is None:
+                    continue
+                at = np.flatnonzero(mods == k)
+                if self.teach_bids_only:
+                    at = at[bidding_rows(self._mask[learn[at]])]
+                if at.size:
+                    rows = learn[at]
+                    obs = self._obs[rows].astype(np.uint8, copy=False)
+                    mask = self._mask[rows].astype(np.int8, copy=False)
+                    teach[at] = teacher.act_batch(obs, mask)
+            out[TEACHER_ACTION] = teach
+        return out
 
     def _trains(self, module_id: str) -> bool:
         fn = self.config.policies_to_train

@@ -236,7 +236,7 @@ class ReplayView:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], index: int = 0) -> ReplayView:
         """The ``index``-th record (an int >= 0 below the number of records) of ``path``."""
-        if not is_int(index) or index < 0:  # type: ignore[operator]
+        if not is_int(index) or index < 0:
             raise ValueError(
                 f"index must be an int >= 0 (below the number of records), got {index!r:.40}"
             )

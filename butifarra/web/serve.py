@@ -239,7 +239,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE.jsonl",
         help=f"JSON Lines file every finished hand is appended to (default {DEFAULT_RECORDS})",
     )
-    p.add_argument("--seed", type=_seed, default=0, help="seed of the deals (default 0)")
+    p.add_argument(
+        "--seed",
+        type=_seed,
+        default=None,
+        help="fix the deals, for testing: every table then plays deal d of this seed and "
+        "whoever knows it knows every hand (default: deals from a secret made at start)",
+    )
     p.add_argument(
         "--agents",
         type=_agent_list,

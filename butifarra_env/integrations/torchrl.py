@@ -66,9 +66,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Binary, Bounded, Categorical, Composite, Unbounded
-from torchrl.envs import EnvBase
+from tensordict import TensorDict, TensorDictBase  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from torchrl.data import (  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    Binary,
+    Bounded,
+    Categorical,
+    Composite,
+    Unbounded,
+)
+from torchrl.envs import EnvBase  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 from butifarra_env import register_gymnasium_id
 from butifarra_env.core.actions import N_ACTIONS

@@ -23,6 +23,7 @@ pytest.importorskip("ray.rllib")
 
 import torch  # noqa: E402
 from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
+from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec  # noqa: E402
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec  # noqa: E402
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner  # noqa: E402
@@ -31,6 +32,7 @@ from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (  # noqa: 
 )
 
 from agents.evaluation.arena import duel  # noqa: E402
+from agents.ppo_net import HIDDEN_HANDS_SIZE, hidden_hands  # noqa: E402
 from agents.registry import make_agent  # noqa: E402
 from butifarra_env.core.actions import random_legal_actions  # noqa: E402
 from butifarra_env.envs.batched import BatchedEnv  # noqa: E402
@@ -47,7 +49,12 @@ from butifarra_env.integrations.rllib import (  # noqa: E402
 from train import rllib_ppo  # noqa: E402
 from train.local_ray import local_cluster  # noqa: E402
 from train.rllib_ppo import ActorCriticModule, LeagueMapping, Settings  # noqa: E402
-from train.rllib_sampler import BatchedHandsEnvRunner  # noqa: E402
+from train.rllib_sampler import (  # noqa: E402
+    HIDDEN_HANDS,
+    TEACHER_ACTION,
+    BatchedHandsEnvRunner,
+    bidding_rows,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -194,6 +201,211 @@ def test_league_mapping_keeps_a_hand_together() -> None:
     assert seen == {"snapshot_0", "snapshot_1", "rule", "random"}
 
 
+# ----------------------------------------------------------------------------- the recipe
+RECIPE_NET = {
+    "hidden": 32, "layers": 1, "central_value": True, "canonical_suits": True,
+    "mask_input": True, "belief": True, "card_features": True, "card_head": True,
+}  # fmt: skip
+
+
+def _recipe_module(**over: Any) -> ActorCriticModule:
+    env = BatchedHandsEnv({"num_hands": 1, "obs_dtype": "uint8"})
+    spec = RLModuleSpec(
+        module_class=ActorCriticModule,
+        observation_space=env.agent_observation_space,
+        action_space=env.agent_action_space,
+        model_config=RECIPE_NET | {"teacher": "rule"} | over,
+    )
+    module = spec.build()
+    assert isinstance(module, ActorCriticModule)
+    return module
+
+
+def _decisions(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """``n`` real decisions of random play (observations, masks, seats, hidden hands)."""
+    env = BatchedEnv(n, seed=seed)
+    obs, mask, seat = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(int(rng.integers(0, 20))):  # some into the hand: bids and cards
+        obs, mask, seat, _, _ = env.step(random_legal_actions(np.asarray(mask), rng))
+    obs, mask, seat = np.asarray(obs), np.asarray(mask), np.asarray(seat)
+    return {"obs": obs, "mask": mask, "seat": seat, "hid": hidden_hands(env.state(), seat)}
+
+
+def _train_batch(d: dict[str, np.ndarray], loss_mask: np.ndarray) -> dict[str, Any]:
+    return {
+        Columns.OBS: {OBS_KEY: torch.from_numpy(d["obs"]), MASK_KEY: torch.from_numpy(d["mask"])},
+        HIDDEN_HANDS: torch.from_numpy(d["hid"]),
+        Columns.LOSS_MASK: torch.from_numpy(loss_mask),
+    }
+
+
+def test_module_builds_with_every_option_and_trains_on_the_valid_rows_only() -> None:
+    """Every network option is on (the export's arch says so); the train pass reads the
+    hidden-hands column, returns the belief loss, and its outputs on the valid rows do not
+    depend on the extra rows RLlib adds (loss_mask False)."""
+    module = _recipe_module()
+    arch = module.net.arch
+    assert all(arch[k] for k in ("central_value", "belief", "card_features", "card_head"))
+    assert module.needs_hidden and module.teacher == "rule"
+    d = _decisions(6)
+    valid = np.array([True, True, False, True, True, False])
+    out = module.forward_train(_train_batch(d, valid))
+    assert out[Columns.ACTION_DIST_INPUTS].shape == (6, 56) and out["belief_loss"].ndim == 0
+    ref_logits, ref_values, ref_belief = module.net.forward_all(
+        *(torch.from_numpy(d[k][valid]) for k in ("obs", "mask", "hid"))
+    )
+    legal = torch.from_numpy(d["mask"][valid]).bool()
+    torch.testing.assert_close(out[Columns.ACTION_DIST_INPUTS][valid][legal], ref_logits[legal])
+    torch.testing.assert_close(out[Columns.EMBEDDINGS][valid], ref_values)
+    torch.testing.assert_close(out["belief_loss"], ref_belief)
+    # the value of the central critic changes with the hidden hands, the policy does not
+    other = dict(d, hid=np.roll(d["hid"], 1, axis=0))
+    again = module.forward_train(_train_batch(other, valid))
+    assert not torch.allclose(again[Columns.EMBEDDINGS][valid], ref_values)
+    torch.testing.assert_close(again[Columns.ACTION_DIST_INPUTS], out[Columns.ACTION_DIST_INPUTS])
+    with pytest.raises(ValueError, match="hidden_hands"):
+        module.forward_train({Columns.OBS: _train_batch(d, valid)[Columns.OBS]})
+    plain = _recipe_module(central_value=False, belief=False, teacher=None)
+    assert not plain.needs_hidden and "belief_loss" not in plain.forward_train(
+        {Columns.OBS: _train_batch(d, valid)[Columns.OBS]}
+    )
+
+
+def test_belief_loss_is_zero_for_a_perfect_prediction_and_log2_for_none() -> None:
+    module = _recipe_module()
+    d = _decisions(4)
+    batch = _train_batch(dict(d, hid=np.ones_like(d["hid"])), np.ones(4, bool))
+    with torch.no_grad():
+        module.net.belief.weight.zero_()
+        module.net.belief.bias.fill_(40.0)  # "every other seat holds every card": all ones
+        assert float(module.forward_train(batch)["belief_loss"]) < 1e-12
+        module.net.belief.bias.zero_()  # 50/50 everywhere
+        assert float(module.forward_train(batch)["belief_loss"]) == pytest.approx(np.log(2))
+
+
+def _loss_inputs(n: int = 4) -> dict[str, Any]:
+    """A hand-built batch: rows 0-1 a bid (actions 48-55 legal), rows 2-3 a card play."""
+    mask = torch.zeros(n, 56)
+    mask[:2, 48:52] = 1  # 4 legal bids
+    mask[2:, :2] = 1  # 2 legal cards
+    return {
+        "logits": torch.zeros(n, 56),  # uniform over the legal actions
+        "values": torch.zeros(n),
+        "mask": mask,
+        "actions": torch.tensor([48, 49, 0, 1]),
+        "old_logp": torch.log(torch.tensor([0.25, 0.25, 0.5, 0.5])),
+        "advantages": torch.zeros(n),
+        "value_targets": torch.zeros(n),
+        "teacher_actions": torch.tensor([50, -1, 1, -1]),
+        "belief_loss": None,
+    }
+
+
+def test_recipe_loss_teacher_and_belief_terms_have_their_known_values() -> None:
+    """Uniform policy, zero advantages and values: the loss is the entropy bonus plus the
+    teacher's cross-entropy (log 4 on the asked bid, log 2 on the asked card, weighted by the
+    schedule with the bid floor) plus belief_coef x the belief loss; a policy that puts all
+    its mass on the teacher's actions has zero imitation loss (its KL to the teacher's)."""
+    coefs = rllib_ppo.LossCoefs(ent_coef=0.0, belief_coef=0.5, teacher_bid_floor=0.3)
+    b = _loss_inputs()
+    loss, parts = rllib_ppo.recipe_loss(**b, coefs=coefs, teacher_w=0.0)
+    # teacher weight 0: only the bid floor weighs, on the bid row (mean over the asked rows)
+    assert float(parts["loss_teacher"]) == pytest.approx((np.log(4) + np.log(2)) / 2)
+    assert float(loss) == pytest.approx(0.3 * np.log(4) / 2, rel=1e-6)
+    assert np.isnan(float(parts["loss_belief"])) and float(parts["approx_kl"]) == 0
+    loss, parts = rllib_ppo.recipe_loss(
+        **(b | {"belief_loss": torch.tensor(0.2)}), coefs=coefs, teacher_w=1.0
+    )
+    assert float(loss) == pytest.approx((np.log(4) + np.log(2)) / 2 + 0.5 * 0.2, rel=1e-6)
+    assert float(parts["loss_belief"]) == pytest.approx(0.2)
+    peaked = torch.full((4, 56), -30.0)
+    peaked[torch.arange(4), torch.tensor([50, 48, 1, 0])] = 30.0  # the teacher's where asked
+    _, parts = rllib_ppo.recipe_loss(**(b | {"logits": peaked}), coefs=coefs, teacher_w=1.0)
+    assert float(parts["loss_teacher"]) == pytest.approx(0.0, abs=1e-12)
+    no_teacher = b | {"teacher_actions": torch.full((4,), -1)}
+    loss, parts = rllib_ppo.recipe_loss(**no_teacher, coefs=coefs, teacher_w=1.0)
+    assert float(loss) == 0.0 and np.isnan(float(parts["loss_teacher"]))
+    # uint8 masks (what the sampler records) find the same bidding rows
+    assert bidding_rows(b["mask"].to(torch.uint8).bool()).tolist() == [True, True, False, False]
+    # the PPO terms: a positive advantage on a clipped-up ratio, and the value error
+    up = b | {"advantages": torch.tensor([1.0, -1.0, 1.0, -1.0]), "values": torch.ones(4)}
+    up["teacher_actions"] = torch.full((4,), -1)
+    loss, parts = rllib_ppo.recipe_loss(**up, coefs=coefs, teacher_w=0.0)
+    assert float(parts["loss_value"]) == pytest.approx(0.5) and float(parts["entropy"]) > 0
+    assert float(loss) == pytest.approx(float(parts["loss_policy"]) + 0.5 * 0.5)
+
+
+def test_schedules_are_train_ppo_s() -> None:
+    """Step size and imitation weight over the budget equal train/ppo.py's (its Config's
+    teacher_weight, its ppo_update's anneal), and the defaults are its recipe."""
+    from train.ppo import Config
+
+    cfg, s = Config(), Settings()
+    for progress in np.linspace(0, 1.2, 13):
+        assert rllib_ppo.teacher_weight(
+            s.teacher, s.teacher_coef, s.teacher_until, progress
+        ) == pytest.approx(cfg.teacher_weight(progress))
+        frac = 1.0 - (1.0 - cfg.lr_final) * min(1.0, progress)
+        assert rllib_ppo.annealed_lr(
+            s.learning_rate, s.lr_final, s.anneal_lr, progress
+        ) == pytest.approx(frac * cfg.learning_rate)
+    shared = (
+        "central_value", "canonical_suits", "mask_input", "belief", "belief_coef",
+        "card_features", "card_head", "learning_rate", "anneal_lr", "lr_final", "gamma",
+        "gae_lambda", "reward_scale", "update_epochs", "clip_coef", "ent_coef", "vf_coef",
+        "max_grad_norm", "norm_adv", "teacher", "teacher_coef", "teacher_until",
+        "teacher_bid_floor", "opp_self", "opp_snapshot", "opp_rule", "opp_random",
+    )  # fmt: skip
+    assert {k: getattr(s, k) for k in shared} == {k: getattr(cfg, k) for k in shared}
+    assert rllib_ppo.teacher_weight(None, 1.0, 0.25, 0.0) == 0.0
+    assert rllib_ppo.annealed_lr(1e-3, 0.0, False, 0.9) == 1e-3
+
+
+def test_fast_sampler_records_the_hidden_hands_and_the_teachers_actions() -> None:
+    """The columns the recipe trains on come with each learner decision: the other three
+    hands (disjoint from the mover's, 3 x its hand size give or take the trick), and the
+    rule-based agent's action on the same observation (-1 off the bids once the scope is
+    bids only; hands dealt afresh, as hands in progress keep what they recorded)."""
+    spec = RLModuleSpec(
+        module_class=ActorCriticModule, model_config=RECIPE_NET | {"teacher": "rule"}
+    )
+    config = (
+        _runner_config(BatchedHandsEnvRunner)
+        .environment(
+            BatchedHandsEnv,
+            env_config={"num_hands": 4, "reward_scale": 0.1, "obs_dtype": "uint8"},
+            disable_env_checking=True,
+        )
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={SHARED_POLICY: spec}))
+    )
+    runner = BatchedHandsEnvRunner(config=config)
+    rule = make_agent("rule", seed=0)
+    try:
+        for bids_only in (False, True):
+            runner.set_teacher_scope(bids_only)
+            episodes = runner.sample(num_episodes=3, explore=True, force_reset=True)
+            assert len(episodes) >= 3
+            for sa in (sa for e in episodes for sa in e.agent_episodes.values()):
+                n = len(sa)
+                obs = np.asarray(sa.get_observations()[OBS_KEY])[:n].astype(np.uint8)
+                mask = np.asarray(sa.get_observations()[MASK_KEY])[:n].astype(np.int8)
+                hid = np.asarray(sa.get_extra_model_outputs(HIDDEN_HANDS))[:n]
+                teach = np.asarray(sa.get_extra_model_outputs(TEACHER_ACTION))[:n]
+                assert hid.shape == (n, HIDDEN_HANDS_SIZE) and hid.dtype == np.uint8
+                own = obs[:, :48].astype(bool)  # the mover's hand comes first
+                held = hid.reshape(n, 3, 48).astype(bool)
+                assert not (held & own[:, None, :]).any()
+                k = own.sum(1)
+                assert (held.sum((1, 2)) >= 3 * (k - 1)).all() and (held.sum((1, 2)) <= 3 * k).all()
+                bids = bidding_rows(mask)
+                asked = bids if bids_only else np.ones(n, bool)
+                assert (teach[~asked] == -1).all()
+                np.testing.assert_array_equal(teach[asked], rule.act_batch(obs[asked], mask[asked]))
+    finally:
+        runner.stop()
+
+
 # ----------------------------------------------------------------------------- CLI checks
 @pytest.mark.parametrize(
     ("argv", "message"),
@@ -216,6 +428,10 @@ def test_league_mapping_keeps_a_hand_together() -> None:
         (["--num-hands", "many"], "--num-hands"),
         (["--frobnicate"], "Unrecognized options: --frobnicate"),
         (["--lr", "1e-3"], "Unrecognized options: --lr"),  # the old name: now --learning-rate
+        (["--teacher-until", "2"], "teacher_until must be in [0, 1]"),
+        (["--belief-coef", "-1"], "belief_coef must be a finite number >= 0"),
+        (["--teacher", "nosuchagent"], "teacher: "),
+        (["--env-path", "batched"], "--central-value, --belief, --teacher need"),
     ],
 )
 def test_bad_flags_are_one_line_errors(
@@ -406,6 +622,12 @@ def test_training_exports_an_agent_and_resumes_after_a_crash_and_a_torn_log(
     assert list(run.glob("events.out.tfevents.*"))
     agent = make_agent(f"ppo:{run / 'export.pt'}")  # the arena's own loader
     assert agent.info["update"] == 2 and agent.model.arch["hidden"] == 32
+    arch = agent.model.arch  # the recipe's network, every option on
+    assert all(arch[k] for k in ("central_value", "belief", "card_features", "card_head"))
+    assert all(np.isfinite(float(r[k])) for r in rows for k in ("loss_belief", "loss_teacher"))
+    lrs = [float(r["learning_rate"]) for r in rows]  # annealed over the 2 updates
+    assert lrs == pytest.approx([8e-4, 4e-4])
+    assert [float(r["teacher_weight"]) for r in rows] == [1.0, 0.0]  # until 0.25 of the budget
     weights_2 = {k: v.clone() for k, v in agent.model.state_dict().items()}
     assert duel(agent, "rule", n_deals=3, seed=0).pair_means.shape == (3,)
 

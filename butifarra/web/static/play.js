@@ -96,7 +96,6 @@
       if (radio) radio.checked = true;
     }
     if (saved.seat !== undefined) form.seat.value = String(saved.seat);
-    form.seed.value = String(cfg.seed);
     $("records-help").textContent = "Every finished hand is saved to " + cfg.records + ".";
     toggleBotField();
   }
@@ -122,7 +121,6 @@
       mode: mode, seat: parseInt(f.seat.value, 10), partner: f.partner.value,
       opponents: [f.right.value, f.left.value], bot: f.bot.value,
     };
-    if (f.seed.value !== "") body.seed = parseInt(f.seed.value, 10);
     storage(STORE_SETUP, JSON.stringify({
       mode: mode, seat: body.seat, partner: body.partner, right: f.right.value,
       left: f.left.value, bot: body.bot,
@@ -207,8 +205,7 @@
     table.dataset.nActions = String(pub.n_actions);
     table.dataset.toMove = String(pub.to_move);
     table.dataset.deal = String(v.deal);
-    $("mode-label").textContent = MODE_NAMES[v.setup.mode] + " · seed " + v.setup.seed +
-      " · deal " + (v.deal + 1);
+    $("mode-label").textContent = MODE_NAMES[v.setup.mode] + " · deal " + (v.deal + 1);
     for (var s = 0; s < 4; s++) drawSeat(v, pub, ev, s);
     drawTrick(v, pub, ev);
     drawStatus(v, pub, ev, myTurn);

@@ -228,6 +228,10 @@
     }
 
     function go(k) {
+      // a button that this step disables would drop the focus to the page (and the keys with
+      // it): the viewer itself takes the focus instead, so Home/End/arrows keep working
+      var active = document.activeElement;
+      var hadFocus = active === host || host.contains(active);
       step = Math.max(0, Math.min(n, k));
       var f = data.frames[step];
       host.dataset.step = String(step);
@@ -239,6 +243,10 @@
       drawTrick(f);
       drawDecision(f);
       drawContract(f);
+      active = document.activeElement;
+      if (hadFocus && (!active || active.disabled || !(active === host || host.contains(active)))) {
+        host.focus({ preventScroll: true });
+      }
     }
     go(0);
     return { go: go, get step() { return step; } };

@@ -35,6 +35,7 @@
   }
 
   function describe(s) {
+    if (s.in_play) return { head: "#" + s.index, body: "a deal a table is still playing: shown once that hand ends" };
     var bits = [];
     if (s.players) bits.push(s.players.join(" · "));
     var tags = [s.source, s.mode, s.role].filter(Boolean).join(" ");
@@ -43,7 +44,7 @@
         (s.scores ? ", score " + s.scores[0] + "–" + s.scores[1] : ""));
     }
     if (s.has_probs) bits.push("with probabilities");
-    return { head: "#" + s.index + (tags ? " " + tags : "") + (s.seed !== null ? " · seed " + s.seed : ""), body: bits.join("; ") };
+    return { head: "#" + s.index + (tags ? " " + tags : "") + (typeof s.deal === "number" ? " · deal " + s.deal : ""), body: bits.join("; ") };
   }
 
   function drawList(items, total, title) {
@@ -58,6 +59,7 @@
       b.dataset.index = String(s.index);
       b.appendChild(el("b", null, describe(s).head));
       b.appendChild(el("div", "bt-muted", describe(s).body));
+      b.disabled = !!s.in_play;
       b.addEventListener("click", function () { open(s.index); });
       if (current === s.index) b.setAttribute("aria-current", "true");
       li.appendChild(b);
@@ -94,7 +96,7 @@
     return {
       index: i, players: Array.isArray(r.players) ? r.players.map(String) : null,
       source: r.source ? String(r.source) : null, mode: r.mode ? String(r.mode) : null,
-      role: r.role ? String(r.role) : null, seed: typeof r.seed === "number" ? r.seed : null,
+      role: r.role ? String(r.role) : null, deal: typeof r.deal === "number" ? r.deal : null,
       trump: res ? res.trump : null, multiplier: res ? res.multiplier : null,
       scores: res ? res.scores : null, has_probs: Array.isArray(r.probs),
     };
