@@ -44,12 +44,17 @@ for h in range(hands):
         decisions += 1
 env_rate = decisions / (time.perf_counter() - start)
 
-from butifarra_env.core.game import Game
-from butifarra_env.core.options import Options
-try:
+try:  # the flat layout first: in an old tree, an editable install would serve core/ anew
+    from butifarra_env.game import Game
+    from butifarra_env.options import Options
+    try:
+        from butifarra_env.rules import random_deal
+    except ImportError:  # before the rules core existed
+        from butifarra_env.game import random_deal
+except ImportError:  # the folders of the import layers (butifarra_env/core/)
+    from butifarra_env.core.game import Game
+    from butifarra_env.core.options import Options
     from butifarra_env.core.rules import random_deal
-except ImportError:  # before the rules core existed
-    from butifarra_env.core.game import random_deal
 rng = np.random.default_rng(0)
 options = Options()
 decisions = 0

@@ -73,20 +73,30 @@ def register_gymnasium_id() -> None:
 
 class _RegisterWhenGymnasiumLoads(importlib.abc.MetaPathFinder):
     """Registers the Gymnasium id right after ``import gymnasium`` finishes, so that
-    ``import butifarra_env`` need not import Gymnasium itself."""
+    ``import butifarra_env`` need not import Gymnasium itself. It stays installed until the
+    module is really executed: a mere ``importlib.util.find_spec("gymnasium")`` (torchrl makes
+    one) must not use it up."""
+
+    _looking = False
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != "gymnasium":
+        if fullname != "gymnasium" or self._looking:
             return None
-        sys.meta_path.remove(self)  # once; the other finders locate the real module
-        spec = importlib.util.find_spec(fullname)
+        self._looking = True  # the other finders locate the real module
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._looking = False
         loader = None if spec is None else spec.loader
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
         exec_module = loader.exec_module
+        finder = self
 
         def exec_then_register(module: ModuleType) -> None:
             exec_module(module)
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
             register_gymnasium_id()
 
         loader.exec_module = exec_then_register  # type: ignore[method-assign]

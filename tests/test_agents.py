@@ -39,6 +39,7 @@ from butifarra_env.core.observation import (
 from butifarra_env.core.options import Options
 from butifarra_env.core.policy import BatchPolicy, Policy
 from butifarra_env.core.rules import PHASE_PLAY, TRUMP_UNSET, random_deal
+from tests.extras import need
 from tests.helpers import cards
 
 # --------------------------------------------------------------------------- helpers
@@ -558,7 +559,7 @@ def test_ppo_r1_stays_the_panel_and_search_bidder() -> None:
     it, whatever ``ppo`` is now."""
     import hashlib
 
-    pytest.importorskip("torch")
+    need("torch")
     from agents import R1_PPO_CHECKPOINT
     from agents.evaluation.protocol import PANEL, PANEL_SEARCH
 

@@ -23,6 +23,7 @@ from butifarra_env.core.rules import (
     PHASE_PLAY,
 )
 from butifarra_env.envs.batched import BatchedEnv
+from tests.extras import need
 
 AGENTS = [f"player_{i}" for i in range(N_SEATS)]
 
@@ -413,7 +414,7 @@ def test_engine_does_not_import_torch() -> None:
 
 
 def test_torch_hand_over_on_cpu() -> None:
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     eng, twin = BatchedEnv(32, seed=5), BatchedEnv(32, seed=5)
     _, mask, _ = eng.reset()
     twin.reset()

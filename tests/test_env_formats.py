@@ -24,6 +24,7 @@ from butifarra_env.core.observation import (
 from butifarra_env.envs.batched import BatchedEnv
 from butifarra_env.envs.gym_env import SingleAgentEnv
 from butifarra_env.envs.gym_vector import ButifarraVectorEnv
+from tests.extras import need
 
 GYM_ID = "butifarra_env/Butifarra-v0"
 SCALE = scale_vector()
@@ -225,7 +226,7 @@ def test_gymnasium_make_offers_action_masks_directly_and_through_wrappers() -> N
 
 # ------------------------------------------------------------------ frameworks (when installed)
 def test_record_video_writes_a_video(tmp_path: Path) -> None:
-    pytest.importorskip("moviepy")
+    need("moviepy")
     env = gymnasium.make(GYM_ID, render_mode="rgb_array", seat=0)
     folder = tmp_path / "videos"
     env = gymnasium.wrappers.RecordVideo(env, str(folder), episode_trigger=lambda e: True)
@@ -240,7 +241,7 @@ def test_record_video_writes_a_video(tmp_path: Path) -> None:
 
 
 def test_stable_baselines3_make_vec_env_constructs_and_steps() -> None:
-    pytest.importorskip("stable_baselines3")
+    need("stable_baselines3")
     from stable_baselines3.common.env_checker import check_env
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -266,7 +267,7 @@ def test_sb3_contrib_maskable_ppo_finds_the_masks_and_learns_through_env_kwargs(
     """A short learn() through make_vec_env's env_kwargs (reward_scale): the update changes the
     policy, no sampled action is illegal (the env would end the hand with a penalty and
     say so in ``info``), and the rewards SB3 sees are the scaled ones."""
-    pytest.importorskip("sb3_contrib")
+    need("sb3_contrib")
     import torch
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported

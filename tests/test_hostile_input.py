@@ -19,6 +19,7 @@ from butifarra_env.core.fileio import check_can_create
 from butifarra_env.core.observation import scale_vector
 from butifarra_env.envs.gym_env import SingleAgentEnv
 from butifarra_env.records import RecordError, check_record_file, iter_records, load_records
+from tests.extras import need
 
 
 def _record() -> dict:
@@ -183,7 +184,7 @@ class _Payload:
 
 
 def test_a_checkpoint_holding_code_is_refused_in_one_line(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from agents.ppo_net import load_checkpoint
 
     marker = tmp_path / "ran"

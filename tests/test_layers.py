@@ -110,3 +110,16 @@ def test_import_contracts_hold() -> None:
     assert exe is not None, "import-linter is part of the dev extra"
     out = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_gymnasium_id_registered_after_a_find_spec_probe() -> None:
+    """``importlib.util.find_spec("gymnasium")`` before the import (torchrl does it) must not
+    use up the hook that registers the id."""
+    probe = (
+        "import butifarra_env, importlib.util\n"
+        "importlib.util.find_spec('gymnasium')\n"
+        "import gymnasium\n"
+        "assert butifarra_env.GYM_ID in gymnasium.registry\n"
+        "gymnasium.make(butifarra_env.GYM_ID).reset(seed=0)"
+    )
+    subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True)

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("matplotlib")
+from tests.extras import need
+
+nbformat = need("nbformat")
+need("nbclient")
+need("ipykernel")
+need("matplotlib")
 
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
@@ -129,7 +131,7 @@ def quick_env(monkeypatch):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_notebook_executes(name, quick_env):
     for module in NEEDS.get(name, ()):
-        pytest.importorskip(module)
+        need(module)
     path = NB_DIR / name
     before = path.read_bytes()
     nb = execute_mod.execute(path, timeout=TIMEOUT_S)  # raises CellExecutionError on failure

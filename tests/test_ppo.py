@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.extras import need
+
+torch = need("torch")
 
 from agents import Agent, make_agent  # noqa: E402
 from agents.ppo_net import (  # noqa: E402

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.extras import need
+
+torch = need("torch")
 
 from agents.ppo_net import (  # noqa: E402
     ActorCritic,

@@ -5,9 +5,10 @@ code or the weights cannot pass unnoticed."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-pytest.importorskip("torch")
+from tests.extras import need
+
+need("torch")
 
 from tests.goldens.make_ppo_logits import GOLDEN, observations, shipped_outputs  # noqa: E402
 

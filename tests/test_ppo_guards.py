@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
+from tests.extras import need
+
 if TYPE_CHECKING:
     from train.ppo import Config
 
@@ -42,7 +44,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 def test_the_longest_hand_takes_max_hand_steps() -> None:
     """Delegate, choose, then a pass and a double at each of the 4 levels, then 48 cards:
     58 engine steps, the bound; random play never takes more (nor fewer than 49)."""
-    pytest.importorskip("torch")
+    need("torch")
     from butifarra_env.core.actions import DELEGATE, DOUBLE, PASS, TRUMP_BASE
     from butifarra_env.envs.batched import BatchedEnv
     from train.ppo_settings import MAX_HAND_STEPS
@@ -78,7 +80,7 @@ def test_the_longest_hand_takes_max_hand_steps() -> None:
 def test_settings_under_which_no_hand_can_finish_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("torch")
+    need("torch")
     from butifarra.exploit import main as exploit
     from train.ppo import main, train
     from train.run_folder import RunRefused
@@ -105,7 +107,7 @@ def test_a_time_budget_spent_before_any_hand_finished_goes_on_until_one_has(
 ) -> None:
     """A clock that jumps 1000 s per reading spends the one-minute budget in the first
     update; with 8 steps per update, the first hands end in update 7 or 8 (49 to 58 steps)."""
-    pytest.importorskip("torch")
+    need("torch")
     from train.ppo import train
 
     ticks = iter(range(0, 10**9, 1000))
@@ -122,7 +124,7 @@ def test_output_paths_under_proc_are_refused_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """As root, /proc passes every permission check; creating a file there fails."""
-    pytest.importorskip("torch")
+    need("torch")
     from butifarra.exploit import main as exploit
     from train.ppo import main
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+from tests.extras import need
+
+need("torch")
 
 from train.run_folder import (  # noqa: E402
     RunRefused,

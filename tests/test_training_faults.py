@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.extras import need
+
+torch = need("torch")
 
 import agents.ppo_net as ppo_net  # noqa: E402
 from agents.ppo_net import ActorCritic, load_checkpoint, model_payload  # noqa: E402

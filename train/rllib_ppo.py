@@ -359,6 +359,14 @@ RENAMED = {
 """Settings of older versions of this trainer and their names now (``train/ppo.py``'s)."""
 
 
+BEFORE_RECIPE: dict[str, Any] = {
+    "central_value": False, "belief": False, "card_features": False, "card_head": False,
+    "teacher": None, "anneal_lr": False,
+}  # fmt: skip
+"""What a run's settings.json written before the recipe settings existed means for them:
+the plain network, no teacher, a constant step size (so such a run resumes as it was)."""
+
+
 def parse_settings(argv: list[str] | None = None) -> Settings:
     """The Settings of a command line (tyro; ``--help`` documents every field). A bad flag is
     a ValueError with tyro's message on one line."""
@@ -465,8 +473,7 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI):
         if embeddings is not None:
             return embeddings
         obs = batch[Columns.OBS]
-        return self.net(obs[OBS_KEY], obs[MASK_KEY], self._hidden(batch) if
-                        self.net.central_value else None)[1]  # fmt: skip
+        return self.net(obs[OBS_KEY], obs[MASK_KEY], self._hidden(batch))[1]
 
 
 # ----------------------------------------------------------------------------- the recipe's loss
@@ -1078,6 +1085,7 @@ class Run:
                 f"(nothing was changed)"
             )
         own = {k: v for k, v in saved.items() if k not in RESUME_OVERRIDES}
+        own = {k: v for k, v in BEFORE_RECIPE.items() if k not in saved} | own
         merged = dataclasses.replace(s, **own)
         merged.validate()
         return merged

@@ -56,8 +56,10 @@ class Options:
             raise ValueError(f"options must be a dict, got {type(data).__name__}")
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
+            names = sorted(unknown)
             raise UnknownOptionError(
-                f"unknown option(s) {sorted(unknown)}; allowed: {sorted(cls.__dataclass_fields__)}"
+                f"got an unexpected keyword argument {names[0]!r}: unknown option(s) {names}; "
+                f"allowed: {sorted(cls.__dataclass_fields__)}"
             )
         return cls(**data)
 

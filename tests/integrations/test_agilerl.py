@@ -15,8 +15,10 @@ from typing import Any
 import gymnasium
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("agilerl")
+from tests.extras import need
+
+torch = need("torch")
+need("agilerl")
 pytest.importorskip("peft", reason="agilerl 2.58 imports peft from its algorithms")
 
 from agilerl.algorithms.dqn import DQN  # noqa: E402 - after the skips

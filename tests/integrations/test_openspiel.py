@@ -24,13 +24,14 @@ from butifarra_env.core.game import Game
 from butifarra_env.core.options import Options
 from butifarra_env.core.rules import DEAL_ORDER, random_deal
 from butifarra_env.core.sampling import deal_consistent, known_absent
+from tests.extras import need
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _openspiel() -> tuple[Any, ModuleType]:
     """pyspiel and the integration module (the test skips without OpenSpiel)."""
-    pyspiel = pytest.importorskip("pyspiel")
+    pyspiel = need("pyspiel")
     from butifarra_env.integrations import openspiel
 
     return pyspiel, openspiel

@@ -18,8 +18,10 @@ import gymnasium
 import numpy as np
 import pytest
 
+from tests.extras import need
+
 pytest.importorskip("pufferlib.emulation")
-torch = pytest.importorskip("torch")
+torch = need("torch")
 
 import pufferlib.emulation  # noqa: E402 - after the skip
 import pufferlib.pytorch  # noqa: E402

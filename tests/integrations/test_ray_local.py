@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray.rllib")
-psutil = pytest.importorskip("psutil")
+from tests.extras import need
+
+need("ray.rllib")
+psutil = need("psutil")
 
 from train.local_ray import is_loopback  # noqa: E402
 

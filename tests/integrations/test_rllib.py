@@ -266,6 +266,10 @@ def test_module_builds_with_every_option_and_trains_on_the_valid_rows_only() -> 
     torch.testing.assert_close(again[Columns.ACTION_DIST_INPUTS], out[Columns.ACTION_DIST_INPUTS])
     with pytest.raises(ValueError, match="hidden_hands"):
         module.forward_train({Columns.OBS: _train_batch(d, valid)[Columns.OBS]})
+    for options in ({"central_value": False}, {"belief": False}):  # GAE's value pass
+        one = _recipe_module(**options)
+        values = one.compute_values(_train_batch(d, valid))
+        assert values.shape == (6,) and bool(torch.isfinite(values).all())
     plain = _recipe_module(central_value=False, belief=False, teacher=None)
     assert not plain.needs_hidden and "belief_loss" not in plain.forward_train(
         {Columns.OBS: _train_batch(d, valid)[Columns.OBS]}
@@ -498,6 +502,21 @@ def test_resume_of_a_run_with_old_setting_names_is_refused_naming_them(
     assert "'lr' (now 'learning_rate')" in err and "'clip' (now 'clip_coef')" in err
     assert "'frobnicate'" in err and "'seed'" not in err
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_a_run_from_before_the_recipe_resumes_with_its_own_network(tmp_path: Path) -> None:
+    """A settings.json without the recipe's settings (written by an older version) means the
+    plain network, no teacher and a constant step size, not today's defaults."""
+    run = tmp_path / "old"
+    run.mkdir()
+    saved = dataclasses.asdict(Settings())
+    for key in rllib_ppo.BEFORE_RECIPE:
+        del saved[key]
+    (run / "settings.json").write_text(json.dumps(saved | {"update_epochs": 2}))
+    s = rllib_ppo.Run(Settings(run_dir=str(tmp_path), run_name="old", resume=True)).s
+    assert not (s.central_value or s.belief or s.card_features or s.card_head or s.anneal_lr)
+    assert s.teacher is None and s.update_epochs == 2
+    assert rllib_ppo.arch_of(s)["central_value"] is False
 
 
 def test_settings_share_train_ppo_vocabulary_and_help_lists_every_field() -> None:

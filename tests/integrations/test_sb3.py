@@ -21,6 +21,7 @@ from agents.evaluation.arena import AgentError, duel
 from agents.random_agent import RandomAgent
 from butifarra_env import GYM_ID
 from butifarra_env.core.observation import OBS_SIZE, scale_vector
+from tests.extras import need
 
 N_ENVS = 4
 TRAIN_STEPS = 4096
@@ -28,8 +29,8 @@ TRAIN_STEPS = 4096
 
 def _sb3() -> tuple[Any, Any, Any]:
     """MaskablePPO, make_vec_env and SB3's callback base (the test skips without them)."""
-    pytest.importorskip("stable_baselines3")
-    pytest.importorskip("sb3_contrib")
+    need("stable_baselines3")
+    need("sb3_contrib")
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import BaseCallback

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from agents.evaluation.stats import mean_ci
+from tests.extras import need
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--deals", "2", "--seed", "3", "--search", "search:samples=2,endgame=1,infer=0"]
@@ -23,8 +24,8 @@ TINY = ["--deals", "2", "--seed", "3", "--search", "search:samples=2,endgame=1,i
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    pytest.importorskip("pyspiel")
-    pytest.importorskip("torch")
+    need("pyspiel")
+    need("torch")
     path = ROOT / "benchmarks" / "search_vs_ismcts.py"
     spec = importlib.util.spec_from_file_location("search_vs_ismcts", path)
     assert spec is not None and spec.loader is not None

@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("tianshou")
-torch = pytest.importorskip("torch")
+from tests.extras import need
+
+need("tianshou")
+torch = need("torch")
 
 from tianshou.algorithm import (  # noqa: E402 - after the skip
     DQN,

@@ -14,8 +14,10 @@ import gymnasium
 import numpy as np
 import pytest
 
-pytest.importorskip("torchrl")
-torch = pytest.importorskip("torch")
+from tests.extras import need
+
+need("torchrl")
+torch = need("torch")
 
 from tensordict import TensorDict  # noqa: E402 - after the skip
 from tensordict.nn import TensorDictModule  # noqa: E402
