@@ -130,6 +130,13 @@ def main() -> None:
                     ),
                     torch_threads=args.torch_threads,
                     eval_every=0,
+                    # the recipe's central critic, belief head and teacher need the fast
+                    # sampler's extra columns; the other paths time the plain network
+                    **(
+                        {}
+                        if path == "fast"
+                        else {"central_value": False, "belief": False, "teacher": None}
+                    ),
                 )
                 s.validate()
                 row = measure(s, args.warmup, args.repeats)

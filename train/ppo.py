@@ -41,7 +41,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
 
 try:
     import numpy as np
@@ -64,13 +63,19 @@ from agents.ppo_net import (
     sample_masked,
 )
 from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
-from butifarra_env.core.cards import N_CARDS
 from butifarra_env.core.observation import OBS_SIZE
 from butifarra_env.envs.batched import BatchedEnv
 from train import ppo_checkpoint as checkpoint
 from train.ppo_config import OPPONENTS, Config, Opponent
 from train.ppo_metrics import MetricsLog, evaluate
-from train.ppo_settings import ARCH_FIELDS, budget_progress, init_arch, make_opponent_agent
+from train.ppo_settings import (
+    ARCH_FIELDS,
+    annealed_lr,
+    bidding_rows,
+    budget_progress,
+    init_arch,
+    make_opponent_agent,
+)
 from train.run_folder import RunRefused, TrainingInterrupted, deferred_interrupt
 
 __all__ = ["OPPONENTS", "Config", "Opponent", "main", "per_seat_gae", "train"]
@@ -242,12 +247,6 @@ def start_rollouts(
         env, np.asarray(obs), np.asarray(mask), np.asarray(seat), buffers, learner_team, opponent,
         probs,
     )  # fmt: skip
-
-
-def bidding_rows(mask: Any) -> Any:
-    """Rows of a (N, 56) legal-action mask (numpy or torch) with no card to play: the
-    bidding and doubling decisions (``teacher_bid_floor`` keeps teaching those)."""
-    return ~mask[:, :N_CARDS].any(-1)
 
 
 def learner_acts(
@@ -526,8 +525,9 @@ def ppo_update(
     mb = max(1, math.ceil(size / cfg.num_minibatches))
     teacher_weight = cfg.teacher_weight(progress)
     if cfg.anneal_lr:
-        frac = 1.0 - (1.0 - cfg.lr_final) * min(1.0, progress)
-        optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
+        optimizer.param_groups[0]["lr"] = annealed_lr(
+            cfg.learning_rate, cfg.lr_final, True, progress
+        )
     model.train()
     stats: dict[str, list[float]] = {k: [] for k in LOSS_STATS}
     for _ in range(cfg.update_epochs):

@@ -24,6 +24,7 @@ from train.ppo_settings import (
     check_hands_can_finish,
     make_opponent_agent,
     parse_opp_schedule,
+    teacher_weight,
 )
 
 
@@ -209,9 +210,7 @@ class Config:
 
     def teacher_weight(self, progress: float) -> float:
         """Weight of the imitation loss when ``progress`` (0 to 1) of the budget is spent."""
-        if self.teacher is None or self.teacher_until <= 0:
-            return 0.0
-        return self.teacher_coef * max(0.0, 1.0 - progress / self.teacher_until)
+        return teacher_weight(self.teacher, self.teacher_coef, self.teacher_until, progress)
 
     def asks_teacher(self, progress: float) -> bool:
         """The teacher's choices are needed when ``progress`` of the budget is spent."""

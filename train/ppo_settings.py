@@ -230,3 +230,26 @@ def make_opponent_agent(spec: str, seed: int | None) -> Agent:
     training run's random stream."""
     with torch.random.fork_rng(devices=[]):
         return make_agent(spec, seed=seed)
+
+
+# ------------------------------------------------------------------ schedules both trainers use
+def bidding_rows(mask: Any) -> Any:
+    """Rows of a (N, 56) legal-action mask (numpy or torch) with no card to play: the
+    bidding and doubling decisions (``teacher_bid_floor`` keeps teaching those)."""
+    return ~mask[:, :N_CARDS].any(-1)
+
+
+def annealed_lr(learning_rate: float, lr_final: float, anneal: bool, progress: float) -> float:
+    """The step size when ``progress`` (0 to 1) of the budget is spent: linear from
+    ``learning_rate`` to ``lr_final`` x learning_rate (constant without ``anneal``)."""
+    if not anneal:
+        return learning_rate
+    return (1.0 - (1.0 - lr_final) * min(1.0, progress)) * learning_rate
+
+
+def teacher_weight(teacher: str | None, coef: float, until: float, progress: float) -> float:
+    """Weight of the imitation loss when ``progress`` of the budget is spent: ``coef``
+    falling linearly to 0 at ``until`` (0 without a teacher)."""
+    if teacher is None or until <= 0:
+        return 0.0
+    return coef * max(0.0, 1.0 - progress / until)

@@ -94,7 +94,12 @@ from butifarra_env.integrations.rllib import (
     parse_agent_id,
 )
 from train.local_ray import keep_loopback, local_cluster
-from train.ppo_settings import budget_progress, make_opponent_agent
+from train.ppo_settings import (
+    annealed_lr,
+    budget_progress,
+    make_opponent_agent,
+    teacher_weight,
+)
 from train.rllib_sampler import (
     HIDDEN_HANDS,
     SAMPLE_WALL_S,
@@ -477,22 +482,6 @@ class ActorCriticModule(TorchRLModule, ValueFunctionAPI):
 
 
 # ----------------------------------------------------------------------------- the recipe's loss
-def annealed_lr(learning_rate: float, lr_final: float, anneal: bool, progress: float) -> float:
-    """The step size when ``progress`` (0 to 1) of the budget is spent: ``train/ppo.py``'s
-    linear anneal from ``learning_rate`` to ``lr_final`` x learning_rate."""
-    if not anneal:
-        return learning_rate
-    return (1.0 - (1.0 - lr_final) * min(1.0, progress)) * learning_rate
-
-
-def teacher_weight(teacher: str | None, coef: float, until: float, progress: float) -> float:
-    """Weight of the imitation loss when ``progress`` of the budget is spent (``train/ppo.py``'s
-    ``Config.teacher_weight``): ``coef`` falling linearly to 0 at ``until``."""
-    if teacher is None or until <= 0:
-        return 0.0
-    return coef * max(0.0, 1.0 - progress / until)
-
-
 @dataclass
 class LossCoefs:
     """The weights of :func:`recipe_loss` (the ``train/ppo.py`` names)."""

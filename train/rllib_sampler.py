@@ -53,7 +53,7 @@ from butifarra_env.core.cards import N_CARDS
 from butifarra_env.core.observation import OBS_SIZE
 from butifarra_env.core.rules import N_SEATS
 from butifarra_env.integrations.rllib import MASK_KEY, OBS_KEY, BatchedHandsEnv
-from train.ppo_settings import make_opponent_agent
+from train.ppo_settings import bidding_rows, make_opponent_agent
 
 __all__ = [
     "HIDDEN_HANDS",
@@ -78,13 +78,6 @@ TEACHER_ACTION = "teacher_action"
 """Extra batch column (int64, (T,)): the teacher's action at each decision of a module with a
 ``teacher`` spec (-1 where it was not asked: after the teacher's schedule, only the bidding
 and doubling decisions are asked, see :meth:`BatchedHandsEnvRunner.set_teacher_scope`)."""
-
-
-def bidding_rows(mask: Any) -> Any:
-    """Rows of a (N, 56) legal-action mask (numpy or torch) with no card to play: the
-    bidding and doubling decisions (``teacher_bid_floor`` keeps teaching those). Same rule
-    as ``train.ppo.bidding_rows``."""
-    return ~mask[:, :N_CARDS].any(-1)
 
 
 # ------------------------------------------------------------------------------ episodes
