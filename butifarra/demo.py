@@ -5,10 +5,9 @@ rule-based players), then measures the agents against each other over duplicate 
 (:func:`agents.evaluation.arena.duel`) and prints the table with 95% confidence intervals.
 
 With the defaults (5,000 duplicate deals per pair, three pairs, two worker processes) it
-takes about 30 seconds on an idle 2-core machine, the README's figure (measured 30.8 s wall
-clock with release 4's network, the size of release 5's; two to three times that when the
-cores are busy with other work). Without torch or the checkpoint only the rule-vs-random
-pair runs: about 7 seconds.
+takes about 35 seconds on a 2-core machine, the README's figure (measured 36 s wall clock,
+69 s of CPU, at load 1.4; two to three times that when the cores are busy with other
+work). Without torch or the checkpoint only the rule-vs-random pair runs: about 7 seconds.
 """
 
 from __future__ import annotations
