@@ -14,32 +14,26 @@ the screenshots the docs show (web_play.png, web_replay.png).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-    pytest.skip(
-        f"headless Chromium is not installed ({CHROMIUM}, {CHROMEDRIVER}); "
-        "run .ci/install_browser.sh (apt-get install chromium chromium-driver)",
-        allow_module_level=True,
-    )
-pytest.importorskip("selenium", reason="the browser tests need selenium (the 'dev' extra)")
-pytest.importorskip("uvicorn", reason="the web table needs the 'web' extra (uvicorn)")
+from tests.browser import (  # first: it skips this module without Chromium
+    By,
+    Keys,
+    Select,
+    WebDriver,
+    WebElement,
+    animations_done,
+    new_browser,
+    table_attr,
+    wait,
+)
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
-
+# isort: split
 from agents.registry import make_agent  # noqa: E402
 from butifarra.web.app import ServerConfig  # noqa: E402
 from butifarra.web.replay import ReplayView, replay_data  # noqa: E402
@@ -51,8 +45,8 @@ from butifarra_env.core.cards import cards_of, sort_key  # noqa: E402
 from butifarra_env.records import append_records, load_records  # noqa: E402
 
 AGENTS = ["rule", "random"]
-WAIT_S = 15
 SHOTS = os.environ.get("BUTIFARRA_SCREENSHOTS")
+WINDOW = (1440, 1000)
 SETUP = {"mode": "duplicate", "partner": "rule", "opponents": ["random", "random"], "bot": "rule"}
 
 
@@ -87,25 +81,6 @@ def find_seed() -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------- fixtures
-def new_browser() -> WebDriver:
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--disable-extensions",
-        "--no-first-run",
-        "--window-size=1440,1000",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(WAIT_S)
-    driver.set_script_timeout(WAIT_S)
-    return driver
-
-
 @pytest.fixture(scope="module")
 def seeded() -> tuple[int, int]:
     return find_seed()
@@ -121,19 +96,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, seeded) -> Iterator[Backgro
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
-    driver = new_browser()
+    driver = new_browser(*WINDOW)
     try:
         yield driver
     finally:
         driver.quit()
-
-
-def wait(driver: WebDriver, what: Callable[[WebDriver], Any], message: str) -> Any:
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.05).until(what, message)
-
-
-def table_attr(driver: WebDriver, name: str) -> str:
-    return driver.find_element(By.ID, "table").get_attribute(f"data-{name}") or ""
 
 
 def wait_idle(driver: WebDriver) -> None:
@@ -191,13 +158,6 @@ def start_game(driver: WebDriver, server: BackgroundServer, seat: int, setup=SET
     driver.find_element(By.ID, "start").click()
     wait_idle(driver)
     return game_id(driver)
-
-
-def animations_done(driver: WebDriver) -> bool:
-    """No CSS animation or transition is running (the cards' short entry animation, ...)."""
-    return driver.execute_script(
-        "return document.getAnimations().every(a => a.playState !== 'running')"
-    )
 
 
 def settle_tasks(driver: WebDriver) -> None:
@@ -317,7 +277,7 @@ def test_two_browsers_do_not_see_each_other(
 ) -> None:
     seed, seat = seeded
     a = start_game(browser, server, seat)
-    other = new_browser()
+    other = new_browser(*WINDOW)
     try:
         b = start_game(other, server, (seat + 1) % 4)
         assert a != b and len(b) >= 32

@@ -17,31 +17,25 @@ import base64
 import os
 import shutil
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-    pytest.skip(
-        f"headless Chromium is not installed ({CHROMIUM}, {CHROMEDRIVER}); "
-        "run .ci/install_browser.sh (apt-get install chromium chromium-driver)",
-        allow_module_level=True,
-    )
-pytest.importorskip("selenium", reason="the browser tests need selenium (the 'dev' extra)")
-pytest.importorskip("uvicorn", reason="the web table needs the 'web' extra (uvicorn)")
+from tests.browser import (  # first: it skips this module without Chromium
+    By,
+    Keys,
+    Select,
+    WebDriver,
+    animations_done,
+    new_browser,
+    table_attr,
+    wait,
+)
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
-
+# isort: split
 from agents.registry import make_agent  # noqa: E402
 from butifarra.web.app import ServerConfig  # noqa: E402
 from butifarra.web.serve import BackgroundServer  # noqa: E402
@@ -54,7 +48,6 @@ from butifarra_env.records import append_records  # noqa: E402
 pytestmark = pytest.mark.browser
 
 AGENTS = ["rule", "random"]
-WAIT_S = 15
 SETUP = {"mode": "duplicate", "partner": "rule", "opponents": ["random", "random"], "bot": "rule"}
 SIZES = {"desktop": (1280, 800, False), "phone": (390, 844, True)}
 COPY_TO = os.environ.get("BUTIFARRA_LAYOUT_SHOTS")
@@ -89,38 +82,13 @@ def find_seed() -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------- browser
-def new_browser(size: str) -> WebDriver:
-    width, height, mobile = SIZES[size]
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--disable-extensions",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--window-size={width},{height}",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(WAIT_S)
-    driver.set_script_timeout(WAIT_S)
-    driver.execute_cdp_cmd(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
-    )
-    return driver
-
-
 class Browser:
     """A driver and the size it emulates."""
 
     def __init__(self, size: str) -> None:
         self.size = size
-        self.width, self.height, _ = SIZES[size]
-        self.driver = new_browser(size)
+        self.width, self.height, mobile = SIZES[size]
+        self.driver = new_browser(self.width, self.height, emulate=mobile, hide_scrollbars=True)
 
 
 @pytest.fixture(params=list(SIZES))
@@ -138,20 +106,6 @@ def server(tmp_path: Path) -> Iterator[tuple[BackgroundServer, int, int]]:
     config = ServerConfig(records_path=str(tmp_path / "games.jsonl"), seed=seed, agents=AGENTS)
     with BackgroundServer(config) as srv:
         yield srv, seed, seat
-
-
-def wait(driver: WebDriver, what: Callable[[WebDriver], Any], message: str) -> Any:
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.05).until(what, message)
-
-
-def table_attr(driver: WebDriver, name: str) -> str:
-    return driver.find_element(By.ID, "table").get_attribute(f"data-{name}") or ""
-
-
-def animations_done(driver: WebDriver) -> bool:
-    return driver.execute_script(
-        "return document.getAnimations().every(a => a.playState !== 'running')"
-    )
 
 
 def wait_idle(driver: WebDriver) -> None:
