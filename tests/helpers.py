@@ -1,4 +1,4 @@
-"""Position builders shared by the rules tests."""
+"""Position builders shared by the rules and search tests."""
 
 from __future__ import annotations
 
@@ -43,3 +43,21 @@ def play_position(
 
 def legal_cards(game: Game) -> set[int]:
     return set(cards_of(game.legal))
+
+
+def endgame(seed: int, tricks_left: int) -> tuple[Game, list[tuple[int, int]]]:
+    """A random hand played at random down to ``tricks_left`` tricks, with 0-3 cards of the
+    current trick on the table."""
+    rng = np.random.default_rng(seed)
+    game = Game(Options(max_doubling_level=0), seed % 4, random_deal(rng, seed % 4))
+    game.step(48 + seed % 5)  # every trump, butifarra (52) included
+    while len(game.tricks) < 12 - tricks_left:
+        legal = game.legal_actions()
+        game.step(legal[rng.integers(len(legal))])
+    trick = []
+    for _ in range(seed % 4):
+        seat, legal = game.to_move, game.legal_actions()
+        card = legal[rng.integers(len(legal))]
+        game.step(card)
+        trick.append((seat, card))
+    return game, trick

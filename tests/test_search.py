@@ -19,6 +19,7 @@ from butifarra_env.core.observation import View, pack_bits
 from butifarra_env.core.options import Options
 from butifarra_env.core.rules import NO_SUIT, legal_cards, random_deal, winners
 from butifarra_env.core.sampling import HiddenDeal
+from tests.helpers import endgame
 
 
 # ------------------------------------------------------------------ the solver
@@ -43,24 +44,6 @@ def minimax(hands: list[int], seat: int, trick: list[tuple[int, int]], trump: in
             h[seat] ^= 1 << card
             values.append(minimax(h, (seat + 1) % 4, [*trick, (seat, card)], trump))
     return max(values) if seat % 2 == 0 else min(values)
-
-
-def endgame(seed: int, tricks_left: int) -> tuple[Game, list[tuple[int, int]]]:
-    """A random hand played at random down to ``tricks_left`` tricks, with 0-3 cards of the
-    current trick on the table."""
-    rng = np.random.default_rng(seed)
-    game = Game(Options(max_doubling_level=0), seed % 4, random_deal(rng, seed % 4))
-    game.step(48 + seed % 5)  # every trump, butifarra (52) included
-    while len(game.tricks) < 12 - tricks_left:
-        legal = game.legal_actions()
-        game.step(legal[rng.integers(len(legal))])
-    trick = []
-    for _ in range(seed % 4):
-        seat, legal = game.to_move, game.legal_actions()
-        card = legal[rng.integers(len(legal))]
-        game.step(card)
-        trick.append((seat, card))
-    return game, trick
 
 
 @pytest.mark.parametrize("seed", range(60))

@@ -28,28 +28,9 @@ from agents.search_agent import (
     SearchStats,
     choose_card,
 )
-from butifarra_env.core.game import Game
 from butifarra_env.core.observation import View, encode, pack_bits
-from butifarra_env.core.options import Options
-from butifarra_env.core.rules import random_deal
 from butifarra_env.core.sampling import HiddenDeal
-
-
-def endgame(seed: int, tricks_left: int) -> tuple[Game, list[tuple[int, int]]]:
-    """A random hand played at random down to ``tricks_left`` tricks, 0-3 cards on the table."""
-    rng = np.random.default_rng(seed)
-    game = Game(Options(max_doubling_level=0), seed % 4, random_deal(rng, seed % 4))
-    game.step(48 + seed % 5)
-    while len(game.tricks) < 12 - tricks_left:
-        legal = game.legal_actions()
-        game.step(legal[rng.integers(len(legal))])
-    trick = []
-    for _ in range(seed % 4):
-        seat, legal = game.to_move, game.legal_actions()
-        card = legal[rng.integers(len(legal))]
-        game.step(card)
-        trick.append((seat, card))
-    return game, trick
+from tests.helpers import endgame
 
 
 def position(seed: int = 11, tricks_left: int = 8) -> tuple[View, int, np.ndarray, np.ndarray]:
