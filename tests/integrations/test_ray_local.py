@@ -22,7 +22,7 @@ from tests.extras import need
 
 need("ray.rllib")
 psutil = need("psutil")
-
+from tests.integrations.processes import alive, process_tree  # noqa: E402
 from train.local_ray import is_loopback  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def training(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
             assert proc.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no iteration within 240 s"
             time.sleep(0.5)
-        proc.tree = tree(proc.pid)  # type: ignore[attr-defined]
+        proc.tree = process_tree(proc.pid)  # type: ignore[attr-defined]
         seen |= {p.pid for p in proc.tree}  # type: ignore[attr-defined]
         yield proc
     finally:
@@ -61,20 +61,6 @@ def training(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
             proc.kill()
         proc.wait(30)
         log.close()
-
-
-def tree(pid: int) -> list[psutil.Process]:
-    root = psutil.Process(pid)
-    return [root, *root.children(recursive=True)]
-
-
-def alive(pids: set[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-    return out
 
 
 @pytest.mark.integration

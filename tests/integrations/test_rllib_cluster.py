@@ -27,7 +27,7 @@ from tests.extras import need
 
 need("ray.rllib")
 psutil = need("psutil")
-
+from tests.integrations.processes import alive, process_tree  # noqa: E402
 from train.local_ray import free_port, is_loopback  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,33 +97,17 @@ def two_nodes(tmp_path: Path) -> Iterator[TwoNodes]:
         nodes.append(_start_node(worker, env, tmp_path / "worker.log"))
         yield TwoNodes(f"127.0.0.1:{port}", env, nodes)
     finally:
-        pids = {p.pid for n in nodes for p in _tree(n.pid)}
+        pids = {p.pid for n in nodes for p in process_tree(n.pid, gone_ok=True)}
         _stop(nodes)
         deadline = time.monotonic() + 30
-        while _alive(pids) and time.monotonic() < deadline:
+        while alive(pids) and time.monotonic() < deadline:
             time.sleep(0.5)
-        left = _alive(pids)
+        left = alive(pids)
         for pid in left:
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
         shutil.rmtree(short, ignore_errors=True)
         assert not left, f"processes of the test's nodes still alive: {left}"
-
-
-def _tree(pid: int) -> list[psutil.Process]:
-    with contextlib.suppress(psutil.Error):
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    return []
-
-
-def _alive(pids: set[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-    return out
 
 
 def _run(
@@ -141,7 +125,7 @@ def test_training_spans_two_nodes_resumes_and_exports(two_nodes: TwoNodes, tmp_p
     listening = [
         c.laddr.ip
         for node in two_nodes.nodes
-        for p in _tree(node.pid)
+        for p in process_tree(node.pid, gone_ok=True)
         for c in p.net_connections(kind="inet")
         if c.status == psutil.CONN_LISTEN
     ]
