@@ -196,9 +196,10 @@ def _refuse(key: str, value: object) -> NoReturn:
 
 
 def _shown(value: object, limit: int = 40) -> str:
-    """A value as typed, cut short (a message stays one readable line)."""
+    """A value as typed, cut short; quoted with its control characters escaped when it has
+    any (a message stays one readable line)."""
     try:
-        text = value if isinstance(value, str) else repr(value)
+        text = value if isinstance(value, str) and value.isprintable() else repr(value)
     except ValueError:  # an int too long to print (Python's 4300-digit limit)
         text = f"<a {value.bit_length()}-bit integer>" if isinstance(value, int) else "<?>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -270,3 +270,14 @@ def test_infer_defaults_to_four_with_a_bidder_that_has_probabilities() -> None:
     assert SearchAgent(SearchConfig(infer=9), Probabilities()).config.infer == 9
     assert SearchAgent(SearchConfig(infer=0), Probabilities()).config.infer == 0
     assert SearchAgent(SearchConfig(), None).config.infer == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "shown"), [("0\x1e0", "'0\\x1e0'"), ("samples=1\x0b2", "'1\\x0b2'")]
+)
+def test_a_refused_spec_is_named_on_one_line(spec: str, shown: str) -> None:
+    """Control characters in what was typed are escaped: the message stays one line."""
+    with pytest.raises(ValueError) as info:
+        SearchConfig.parse(spec)
+    message = str(info.value)
+    assert len(message.splitlines()) == 1 and shown in message, message
