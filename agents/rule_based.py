@@ -40,6 +40,11 @@ Card play (tracks played cards and revealed voids through the observation)
 
 Relative seats in the observation: 0 me, 1 next (opponent, plays after me),
 2 partner, 3 previous (opponent).
+
+This module is the readable definition, one observation at a time (:meth:`RuleBasedAgent.act`);
+:meth:`RuleBasedAgent.act_batch` runs :func:`agents.rule_batch.decide_batch`, the same decisions
+as numpy operations over the whole batch. The thresholds and weights (:data:`TAKE_MIN_P`,
+:data:`DELEGATE_BELOW`, the valuation weights...) are defined there, once, and imported here.
 """
 
 from __future__ import annotations
@@ -47,6 +52,43 @@ from __future__ import annotations
 import numpy as np
 
 from agents.base import Agent, check_batch, check_one
+from agents.rule_batch import (
+    BUTIFARRA_MIN,
+    CASH_MIN_P,
+    COST_MASTER,
+    COST_PER_POINT,
+    COST_TRUMP,
+    DELEGATE_BELOW,
+    DOUBLE_STEP,
+    DOUBLE_THRESHOLDS,
+    DRAW_TRUMPS_WITH,
+    GUARDED_AS,
+    GUARDED_AS_LENGTH,
+    HOLE_PENALTY,
+    KEEP_TRUMP_BELOW_POINTS,
+    LEAD_CABALLO,
+    LEAD_INTO_RUFF,
+    LEAD_MANILLA,
+    LEAD_NOT_LOWEST,
+    LOAD_MIN_P,
+    OVERTAKE_POINTS,
+    PATTERN_POINTS,
+    RUFF_FROM_TRUMPS,
+    RUFF_SINGLETON,
+    RUFF_VOID,
+    SIDE_MANILLA,
+    SIDE_MANILLA_AS,
+    STOPPER_AS,
+    STOPPER_MANILLA,
+    STOPPER_REY,
+    STOPPER_RUN,
+    STOPPER_RUN_FROM,
+    STRONGEST_IN_PATTERN,
+    TAKE_MIN_P,
+    TRUMP_HONOUR,
+    WEAKEST_IN_PATTERN,
+    decide_batch,
+)
 from butifarra_env.core import rules
 from butifarra_env.core.actions import (
     BUTIFARRA,
@@ -55,19 +97,17 @@ from butifarra_env.core.actions import (
     PASS,
     TRUMP_BASE,
     bits_from_mask,
-    bits_from_masks,
 )
 from butifarra_env.core.cards import (
     BEATS,
     NUMBER,
     POINTS,
     STRENGTH,
-    STRENGTH_ORDER,
     SUIT,
     SUIT_MASK,
     cards_of,
 )
-from butifarra_env.core.observation import View, pack_bits, pack_bits_batch
+from butifarra_env.core.observation import View, pack_bits
 from butifarra_env.core.rules import (
     NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
@@ -76,75 +116,22 @@ from butifarra_env.core.rules import (
     PHASE_PLAY,
 )
 
-# Positions in a suit (number - 1) from the strongest card to the weakest.
-_STRONG_TO_WEAK_POSITIONS = tuple(n - 1 for n in STRENGTH_ORDER)
-_SUIT_PATTERNS = 1 << 12
-"""A suit's cards in a mask, shifted down to bits 0-11 (bit ``number - 1``)."""
-
-
-def _strongest_and_weakest() -> tuple[tuple[int, ...], tuple[int, ...]]:
-    strongest = [-1] * _SUIT_PATTERNS
-    weakest = [-1] * _SUIT_PATTERNS
-    for pattern in range(1, _SUIT_PATTERNS):
-        present = [o for o in _STRONG_TO_WEAK_POSITIONS if (pattern >> o) & 1]
-        strongest[pattern], weakest[pattern] = present[0], present[-1]
-    return tuple(strongest), tuple(weakest)
-
-
-_STRONGEST_IN_PATTERN, _WEAKEST_IN_PATTERN = _strongest_and_weakest()
-"""Offset in its suit of the strongest / weakest card of a 12-bit suit pattern."""
-_PATTERN_POINTS = tuple(
-    sum(POINTS[o] for o in range(12) if (pattern >> o) & 1) for pattern in range(_SUIT_PATTERNS)
-)
-"""Card points of a 12-bit suit pattern (the same for every suit)."""
-
 
 def _suit_pattern(mask: int, suit: int) -> int:
     return (mask >> (12 * suit)) & 0xFFF
-
-
-# ---------------------------------------------------------------- tunable parameters
-DELEGATE_BELOW = 9.5
-"""The dealer delegates when no suit reaches this :func:`trump_suit_value`. Calibrated on
-rule-vs-rule play of the same deals both ways: below it the partner's forced choice
-scores more on average than the dealer's best suit."""
-BUTIFARRA_MIN = 6.0
-"""Sing butifarra from this :func:`butifarra_value` on (about the best tenth of hands:
-stoppers in three or four suits); calibrated like :data:`DELEGATE_BELOW`."""
-TAKE_MIN_P = 0.7
-"""Take a trick when the winning card holds against the opponents still to play with at
-least this probability (:func:`win_probability`)."""
-LOAD_MIN_P = 0.7
-"""Load points on the partner's card ("carregar") from this probability of it holding."""
-CASH_MIN_P = 0.75
-"""Lead ("cash") the top card of a side suit when it wins with this probability."""
-OVERTAKE_POINTS = 5
-"""Over-take a partner's doubtful trick (with a winner that holds, :data:`TAKE_MIN_P`)
-when the trick carries this many points."""
-DOUBLE_THRESHOLDS = {
-    "defender": (9.0, 10.0),
-    "chooser": (10.5, 8.0),
-    "partner": (6.0, 0.0),
-}
-"""Strength (suit contract, butifarra) for a side's first raise, by role. Calibrated on
-rule-vs-rule play: each is where the expected score of the raising side (at x1) given
-that strength is clearly positive (about +4 points), so the raise pays against an equal
-opponent, not only against a weak one."""
-DOUBLE_STEP = 2.0
-"""Extra strength for a side's second raise (Sant Vicenç, Verraca)."""
 
 
 # ---------------------------------------------------------------- card helpers
 def top_card(mask: int, suit: int) -> int:
     """The strongest card of ``suit`` in ``mask`` (-1 if none)."""
     pattern = _suit_pattern(mask, suit)
-    return 12 * suit + _STRONGEST_IN_PATTERN[pattern] if pattern else -1
+    return 12 * suit + STRONGEST_IN_PATTERN[pattern] if pattern else -1
 
 
 def bottom_card(mask: int, suit: int) -> int:
     """The weakest card of ``suit`` in ``mask`` (-1 if none)."""
     pattern = _suit_pattern(mask, suit)
-    return 12 * suit + _WEAKEST_IN_PATTERN[pattern] if pattern else -1
+    return 12 * suit + WEAKEST_IN_PATTERN[pattern] if pattern else -1
 
 
 def winning_card(v: View) -> tuple[int, int]:
@@ -242,11 +229,11 @@ def sure_to_win(v: View, card: int, led: int) -> bool:
 
 def low_cost(v: View, card: int) -> int:
     """How much playing ``card`` gives away: points first, then trumps, masters, strength."""
-    cost = POINTS[card] * 10 + STRENGTH[card]
+    cost = POINTS[card] * COST_PER_POINT + STRENGTH[card]
     if SUIT[card] == v.trump:
-        cost += 40
+        cost += COST_TRUMP
     if is_master(card, v.unseen):
-        cost += 25
+        cost += COST_MASTER
     return cost
 
 
@@ -267,7 +254,9 @@ def choose_load(v: View, legal: int) -> int:
     """
 
     def key(c: int) -> tuple[int, int, int]:
-        keep = is_master(c, v.unseen) or (SUIT[c] == v.trump and POINTS[c] < 3)
+        keep = is_master(c, v.unseen) or (
+            SUIT[c] == v.trump and POINTS[c] < KEEP_TRUMP_BELOW_POINTS
+        )
         return (0 if keep else 1, POINTS[c], -STRENGTH[c])
 
     return max(cards_of(legal), key=key)
@@ -301,7 +290,7 @@ def choose_lead(v: View, legal: int) -> int:
     if trump_game and (hand & SUIT_MASK[trump]):
         opp_trumps = may_hold_trumps(v, 1) or may_hold_trumps(v, 3)
         mine = (hand & SUIT_MASK[trump]).bit_count()
-        if opp_trumps and (v.chooser in (0, 2) or mine >= 3):
+        if opp_trumps and (v.chooser in (0, 2) or mine >= DRAW_TRUMPS_WITH):
             c = top_card(hand, trump)
             if is_master(c, unseen) and (NUMBER[c] != 9 or manilla_lead_ok(hand, trump, unseen)):
                 return c
@@ -316,7 +305,7 @@ def choose_lead(v: View, legal: int) -> int:
             continue
         if NUMBER[c] == 9 and not manilla_lead_ok(hand, s, unseen):
             continue
-        key = (_PATTERN_POINTS[_suit_pattern(unseen, s)], -STRENGTH[c])
+        key = (PATTERN_POINTS[_suit_pattern(unseen, s)], -STRENGTH[c])
         if key > best_key:
             best, best_key = c, key
     if best >= 0:
@@ -343,15 +332,15 @@ def lead_cost(v: View, card: int) -> int:
     hand, unseen, trump = v.hand, v.unseen, v.trump
     cost = low_cost(v, card)
     if card != bottom_card(hand, s):
-        cost += 5  # lead the lowest of a suit
+        cost += LEAD_NOT_LOWEST  # lead the lowest of a suit
     if caballo_lead_bad(card, hand, unseen):
-        cost += 30
+        cost += LEAD_CABALLO
     if NUMBER[card] == 9 and not manilla_lead_ok(hand, s, unseen):
-        cost += 30
+        cost += LEAD_MANILLA
     if trump < NO_TRUMP and s != trump:
         for r in (1, 3):
             if (v.voids[r] >> s) & 1 and may_hold_trumps(v, r):
-                cost += 15  # the opponent ruffs it
+                cost += LEAD_INTO_RUFF  # the opponent ruffs it
     return cost
 
 
@@ -379,9 +368,6 @@ def choose_card(v: View, legal: int) -> int:
 
 
 # ---------------------------------------------------------------- bidding
-_TRUMP_HONOUR = {9: 3.0, 1: 2.0, 12: 1.0, 11: 0.5}
-
-
 def trump_suit_value(hand: int, suit: int) -> float:
     """Strength of ``hand`` with ``suit`` as trump: length and honours in trumps, side
     manillas (with the as behind them) and short side suits to ruff with."""
@@ -389,18 +375,18 @@ def trump_suit_value(hand: int, suit: int) -> float:
     n = trumps.bit_count()
     value = float(n)
     for c in cards_of(trumps):
-        value += _TRUMP_HONOUR.get(NUMBER[c], 0.0)
+        value += TRUMP_HONOUR.get(NUMBER[c], 0.0)
     for s in range(4):
         if s == suit:
             continue
         side = hand & SUIT_MASK[s]
         k = side.bit_count()
         if side >> (12 * s + 8) & 1:  # side manilla
-            value += 1.5
+            value += SIDE_MANILLA
             if side >> (12 * s) & 1:
-                value += 1.0
-        if n >= 4:
-            value += 1.5 if k == 0 else 0.5 if k == 1 else 0.0
+                value += SIDE_MANILLA_AS
+        if n >= RUFF_FROM_TRUMPS:
+            value += RUFF_VOID if k == 0 else RUFF_SINGLETON if k == 1 else 0.0
     return value
 
 
@@ -416,15 +402,15 @@ def butifarra_value(hand: int) -> float:
         has1 = side >> base & 1
         has12 = side >> (base + 11) & 1
         if has9:
-            value += 3.0
+            value += STOPPER_MANILLA
             if has1:
-                value += 2.0 + 0.75 * max(0, k - 3)
+                value += STOPPER_AS + STOPPER_RUN * max(0, k - STOPPER_RUN_FROM)
                 if has12:
-                    value += 1.0
-        elif has1 and k >= 3:
-            value += 1.0
+                    value += STOPPER_REY
+        elif has1 and k >= GUARDED_AS_LENGTH:
+            value += GUARDED_AS
         else:
-            value -= 1.5
+            value -= HOLE_PENALTY
     return value
 
 
@@ -497,12 +483,7 @@ class RuleBasedAgent(Agent):
         return decide(pack_bits(observation), legal)
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        """All rows at once with :func:`agents.rule_batch.decide_batch` (the same decisions as
+        :func:`decide`, which stays the readable definition and :meth:`act`'s path)."""
         obs, masks = check_batch(observations, action_masks)
-        out = np.empty(len(obs), dtype=np.int64)
-        for i, (bits, legal) in enumerate(
-            zip(pack_bits_batch(obs), bits_from_masks(masks), strict=True)
-        ):
-            if not legal:
-                raise ValueError(f"row {i} of the action mask has no legal action")
-            out[i] = decide(bits, legal)
-        return out
+        return decide_batch(obs, masks)
