@@ -31,6 +31,10 @@ Observation
     legal actions of the agent to move; it is all zeros for every other agent and once the
     episode is over. The same mask is in ``infos[agent]["action_mask"]`` of the agent to move
     (``env.last()`` returns it; the other agents' infos have no such key).
+    The observation carries the options ``target_score``, ``max_doubling_level`` and
+    ``butifarra_base``; the variants ``obligada``, ``linear_doubling`` and
+    ``butifarra_max_doubling_level`` are not in it (the layout is the same under every
+    option): whoever seats an agent tells it the options. The mask always applies them.
 
 Observation format
     ``obs_format="uint8"`` (default): the raw values, 0/1 flags and small counts (tricks
@@ -46,14 +50,20 @@ Reward scale
     Rewards are raw points by default: the winning team scores its points above 36 (at most
     36) times the multiplier (x1 to x16 by doubling, twice that for a butifarra), so a
     typical hand is worth a few dozen points and the worst is -1152 (a 72-0 butifarra at
-    Verraca, 36 x 2 x 16: ``Options().worst_hand_loss``). For learners that expect rewards
-    near one (PPO, DQN from external libraries), pass ``reward_scale=1/36``: a typical hand
-    is then about +-1 and the extremes are +-1152/36 = +-32.
+    Verraca, 36 x 2 x 16: ``Options().worst_hand_loss``; -360 with ``linear_doubling``,
+    36 x 2 x 5). For learners that expect rewards near one (PPO, DQN from external
+    libraries), pass ``reward_scale=1/36``: a typical hand is then about +-1 and the extremes
+    are +-1152/36 = +-32.
 
 Options (each validated; a bad value raises ValueError naming it and what is allowed)
     ``target_score`` None (one hand per episode, default) or an int (e.g. 101: an episode is a
     match, the deal rotates, rewards at each hand end); ``max_doubling_level`` 0–4 (default 4);
     ``butifarra_base`` 1 or 2 (default 2); ``first_dealer`` None (random from the seed) or 0–3;
+    the regional variants of ``docs/RULES.md`` ("Variants"), all off by default:
+    ``obligada`` (bool: against an opponent, a player who follows suit and cannot beat must
+    play the lowest card of the led suit), ``linear_doubling`` (bool: level k multiplies by
+    k + 1 instead of 2^k) and ``butifarra_max_doubling_level`` (None, the same as
+    ``max_doubling_level``, or 0 up to it: where the chain stops in a butifarra);
     ``render_mode`` None, ``"human"``, ``"ansi"``, ``"rgb_array"``; ``reward_scale`` (default
     1.0, raw points); ``obs_format`` ``"uint8"`` (default) or ``"float32"``.
 

@@ -69,6 +69,8 @@ SLOW = {
     "tests/test_arena.py::test_match_results_do_not_depend_on_the_worker_count",
     "tests/test_eval.py::test_results_do_not_depend_on_the_number_of_workers",
     # many random hands against a reference
+    "tests/test_batched.py::test_variants_single_hands_match_reference",
+    "tests/test_batched.py::test_variants_matches_match_reference",
     "tests/test_rule_batch.py::test_batch_decides_like_the_scalar_rules_on_many_hands",
     "tests/test_properties.py::test_incremental_observer_equals_reference_encoding",
     "tests/test_properties.py::test_env_masks_zero_sum_and_replay_reproduces_every_observation",

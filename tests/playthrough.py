@@ -21,6 +21,11 @@ CASES = {
     "default_seed7": ({}, 7),
     "no_doubling_seed3": ({"max_doubling_level": 0}, 3),
     "match51_butifarra_base1_seed5": ({"target_score": 51, "butifarra_base": 1}, 5),
+    # the regional variants of docs/RULES.md, one each (tests/test_variants.py checks that
+    # each one changes something in its playthrough)
+    "obligada_seed0": ({"obligada": True}, 0),
+    "linear_doubling_seed5": ({"linear_doubling": True}, 5),
+    "butifarra_cap2_seed3": ({"butifarra_max_doubling_level": 2}, 3),
 }
 
 

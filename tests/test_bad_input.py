@@ -78,9 +78,47 @@ def test_options_of_the_wrong_type_are_refused_naming_the_option(name: str, valu
             make()
 
 
+# Values that are not True or False, for a switch (the variants obligada, linear_doubling).
+NOT_BOOLS = st.one_of(
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.none(),
+    st.lists(st.booleans(), max_size=2),
+    st.just(np.int64(1)),
+    st.just(object()),
+)
+
+
+@SETTINGS
+@given(name=st.sampled_from(["obligada", "linear_doubling"]), value=NOT_BOOLS)
+def test_switch_options_that_are_not_bools_are_refused_naming_the_option(name: str, value) -> None:
+    for make in (
+        lambda: butifarra_v0.raw_env(**{name: value}),
+        lambda: BatchedEnv(2, **{name: value}),
+        lambda: SingleAgentEnv(**{name: value}),
+    ):
+        with pytest.raises(ValueError, match=rf"{name} must be True or False, got "):
+            make()
+
+
+@SETTINGS
+@given(value=NOT_INTS.filter(lambda v: v is not None))
+def test_butifarra_cap_of_the_wrong_type_is_refused(value) -> None:
+    with pytest.raises(ValueError, match="butifarra_max_doubling_level must be an int 0-4"):
+        butifarra_v0.raw_env(butifarra_max_doubling_level=value)
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("target_score", 0), ("max_doubling_level", 5), ("butifarra_base", 3), ("first_dealer", 4)],
+    [
+        ("target_score", 0),
+        ("max_doubling_level", 5),
+        ("butifarra_base", 3),
+        ("first_dealer", 4),
+        ("butifarra_max_doubling_level", 5),
+        ("butifarra_max_doubling_level", -1),
+    ],
 )
 def test_options_out_of_range_say_what_is_allowed(name: str, value: int) -> None:
     with pytest.raises(ValueError, match=rf"{name} must be an int .*got {value}"):

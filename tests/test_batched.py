@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 
 from butifarra_env import butifarra_v0
+from butifarra_env.core import rules
 from butifarra_env.core.actions import DOUBLE, N_ACTIONS, PASS
 from butifarra_env.core.cards import N_CARDS, cards_of
 from butifarra_env.core.observation import OBS_SIZE, OFFSETS, STATE_SIZE, encode, encode_state
 from butifarra_env.core.options import Options
 from butifarra_env.core.rules import (
     N_SEATS,
+    NO_TRUMP,
     PHASE_CHOOSE_TRUMP,
     PHASE_CHOOSE_TRUMP_DELEGATED,
     PHASE_PLAY,
@@ -58,6 +60,8 @@ class Coverage:
         self.phases: set[int] = set()
         self.max_hand_number = 0
         self.max_match_score = 0
+        self.trump_levels: set[tuple[int, int]] = set()  # (trump, level) of finished hands
+        self.narrowed = 0  # card decisions with fewer legal cards than the default rules give
 
 
 def _run(
@@ -126,6 +130,15 @@ def _run(
             cov.delegated |= game.delegated
             cov.max_hand_number = max(cov.max_hand_number, game.hand_number)
             cov.max_match_score = max(cov.max_match_score, *game.match_scores)
+            if game.phase == PHASE_PLAY and game.options.obligada:
+                plain = rules.legal_cards(
+                    game.hands[seat_i],
+                    game.led_suit,
+                    game.win_card,
+                    game.partner_winning(seat_i),
+                    game.trump,
+                )
+                cov.narrowed += plain.bit_count() > game.legal.bit_count()
             if (step + i) % slow_every == 0:  # the from-scratch definitions, on a sample
                 np.testing.assert_array_equal(encode(game, seat_i), exp_obs[i])
                 np.testing.assert_array_equal(encode_state(game), exp_state[i])
@@ -157,6 +170,8 @@ def _run(
             played = len(ref.hand_results)
             ref.step(int(actions[i]))
             cov.hands += len(ref.hand_results) - played
+            for result in ref.hand_results[played:]:
+                cov.trump_levels.add((result["trump"], result["doubling_level"]))
             exp_rew[i] = [ref.rewards[a] for a in AGENTS]
             exp_done[i] = ref.terminations[AGENTS[0]]
         obs, mask, seat, rew, done = eng.step(actions)
@@ -224,6 +239,65 @@ def test_matches_match_reference(options: dict, p_double: float) -> None:
     assert cov.max_hand_number >= 3
     if options["target_score"] > 255:
         assert cov.max_match_score > 255  # shown clipped at 255 in the observation
+
+
+VARIANTS = {"obligada": True, "linear_doubling": True, "butifarra_max_doubling_level": 2}
+"""Every regional variant of RULES.md on (butifarra stops at recontrar)."""
+
+
+def _assert_variants_fired(cov: Coverage, options: dict, p_double: float) -> None:
+    """Obligada narrowed the legal cards; a butifarra reached its cap and no further while a
+    suit went past it (so the cap, and the linear multipliers beyond it, were compared)."""
+    cap = options["butifarra_max_doubling_level"]
+    top = options.get("max_doubling_level", 4)
+    assert cov.narrowed > 20
+    assert (NO_TRUMP, cap) in cov.trump_levels
+    assert max(lv for t, lv in cov.trump_levels if t == NO_TRUMP) == cap
+    if p_double > 0.5:
+        assert max(lv for t, lv in cov.trump_levels if t != NO_TRUMP) == top > cap
+
+
+@pytest.mark.parametrize("deal_fn", [False, True], ids=["own-deals", "deal-fn"])
+def test_variants_match_reference_small(deal_fn: bool) -> None:
+    """Unit tier: all the variants on, a few envs for a few hundred steps."""
+    cov = _run(VARIANTS, n_envs=8, n_steps=300, seed=70, p_double=0.8, deal_fn=deal_fn)
+    assert cov.episodes >= 40
+    _assert_variants_fired(cov, VARIANTS, 0.8)
+
+
+@pytest.mark.parametrize(
+    ("options", "p_double"),
+    [
+        pytest.param(VARIANTS, 0.5, id="all"),
+        pytest.param({**VARIANTS, "butifarra_max_doubling_level": 0}, 0.7, id="all-cap0"),
+        pytest.param(
+            {**VARIANTS, "max_doubling_level": 3, "butifarra_max_doubling_level": 1},
+            1.0,
+            id="all-lvl3-cap1-always-double",
+        ),
+        pytest.param({**VARIANTS, "butifarra_base": 1}, 0.6, id="all-base1"),
+        pytest.param({"obligada": True}, 0.5, id="obligada"),
+        pytest.param({"linear_doubling": True, "max_doubling_level": 4}, 0.6, id="linear"),
+    ],
+)
+def test_variants_single_hands_match_reference(options: dict, p_double: float) -> None:
+    cov = _run(options, n_envs=16, n_steps=800, seed=80, p_double=p_double)
+    assert cov.episodes >= 200
+    assert cov.trumps >= {0, 1, 2, 3, 4}
+    if "butifarra_max_doubling_level" in options:
+        _assert_variants_fired(cov, options, p_double)
+    elif options.get("obligada"):
+        assert cov.narrowed > 20
+    else:
+        assert {lv for _, lv in cov.trump_levels} == {0, 1, 2, 3, 4}
+
+
+def test_variants_matches_match_reference() -> None:
+    """Match mode with every variant: linear scores add up to the target, dealer rotation."""
+    options = {**VARIANTS, "target_score": 51}
+    cov = _run(options, n_envs=16, n_steps=1000, seed=90, p_double=0.6, deal_fn=True)
+    assert cov.episodes >= 6 and cov.hands >= 250 and cov.max_hand_number >= 2
+    _assert_variants_fired(cov, options, 0.6)
 
 
 def test_injected_deals_single_hands() -> None:

@@ -8,7 +8,8 @@ strength order is its own list, and each numbered rule of "Legal cards" (1-5) is
 It is compared with :func:`butifarra_env.core.rules.legal_cards`, with
 :func:`butifarra_env.core.rules.trick_winner`, and with ``Game.legal`` / ``Game.legal_cards``
 along thousands of random hands, on random positions (any hand, any trick of 0-3 cards,
-the partner or an opponent winning, any trump including butifarra) and under hypothesis.
+the partner or an opponent winning, any trump including butifarra) and under hypothesis;
+each with the default rules and with the "obligada" variant (RULES.md, Variants).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,9 +53,17 @@ def oracle_trick_winner(trick: list[Card], trump: int | None) -> int:
     return best
 
 
-def oracle_legal_cards(hand: list[Card], trick: list[Card], trump: int | None) -> set[Card]:
+def weakest(cards: list[Card]) -> Card:
+    """The lowest of some cards of one suit by the strength order (the 2 lowest)."""
+    return max(cards, key=lambda card: HIGH_TO_LOW.index(card[1]))
+
+
+def oracle_legal_cards(
+    hand: list[Card], trick: list[Card], trump: int | None, obligada: bool = False
+) -> set[Card]:
     """The legal cards of the player to move, who holds ``hand``, after the cards of
-    ``trick`` (in play order: the partner is the player two before, at index len - 2)."""
+    ``trick`` (in play order: the partner is the player two before, at index len - 2).
+    ``obligada``: the variant of RULES.md, which changes only rule 3's fallback."""
     # 1. Leading: any card.
     if not trick:
         return set(hand)
@@ -67,9 +77,12 @@ def oracle_legal_cards(hand: list[Card], trick: list[Card], trump: int | None) -
         return set(of_led_suit) if of_led_suit else set(hand)
     # 3. W belongs to an opponent and you hold the led suit: a card of the led suit that
     #    beats W if you have one; otherwise any card of the led suit (also when W is a trump).
+    #    Obligada: otherwise your lowest card of the led suit, exactly one card.
     if of_led_suit:
         beating = [c for c in of_led_suit if c[0] == w[0] and stronger(c, w)]
-        return set(beating) if beating else set(of_led_suit)
+        if beating:
+            return set(beating)
+        return {weakest(of_led_suit)} if obligada else set(of_led_suit)
     # 5. In butifarra (no trump), a player void in the led suit plays any card.
     if trump is BUTIFARRA:
         return set(hand)
@@ -106,10 +119,14 @@ def trump_code(trump: int | None) -> int:
 
 
 # ------------------------------------------------------------------ the pure rule function
-def code_legal_cards(hand: list[Card], trick: list[Card], trump: int | None) -> set[Card]:
+def code_legal_cards(
+    hand: list[Card], trick: list[Card], trump: int | None, obligada: bool = False
+) -> set[Card]:
     """``rules.legal_cards`` on the same position (W and who holds it from the oracle)."""
     if not trick:
-        mask = rules.legal_cards(as_mask(hand), rules.NO_SUIT, -1, False, trump_code(trump))
+        mask = rules.legal_cards(
+            as_mask(hand), rules.NO_SUIT, -1, False, trump_code(trump), obligada
+        )
     else:
         w_index = oracle_trick_winner(trick, trump)
         mask = rules.legal_cards(
@@ -118,6 +135,7 @@ def code_legal_cards(hand: list[Card], trick: list[Card], trump: int | None) -> 
             card_id(trick[w_index]),
             w_index == len(trick) - 2,
             trump_code(trump),
+            obligada,
         )
     return as_cards(mask)
 
@@ -130,16 +148,16 @@ def random_position(rng: random.Random) -> tuple[list[Card], list[Card], int | N
     return hand, trick, rng.choice([0, 1, 2, 3, BUTIFARRA])
 
 
-def test_oracle_agrees_with_rules_legal_cards_on_random_positions() -> None:
+@pytest.mark.parametrize("obligada", [False, True], ids=["lliure", "obligada"])
+def test_oracle_agrees_with_rules_legal_cards_on_random_positions(obligada: bool) -> None:
     rng = random.Random(2026)
     seen_rules = set()
+    forced = 0  # obligada left one card where the default rules allow several
     for _ in range(20_000):
         hand, trick, trump = random_position(rng)
-        assert code_legal_cards(hand, trick, trump) == oracle_legal_cards(hand, trick, trump), (
-            hand,
-            trick,
-            trump,
-        )
+        expected = oracle_legal_cards(hand, trick, trump, obligada)
+        assert code_legal_cards(hand, trick, trump, obligada) == expected, (hand, trick, trump)
+        forced += len(expected) < len(oracle_legal_cards(hand, trick, trump))
         if trick:
             w_index = oracle_trick_winner(trick, trump)
             seen_rules.add(
@@ -152,6 +170,7 @@ def test_oracle_agrees_with_rules_legal_cards_on_random_positions() -> None:
                 )
             )
     assert seen_rules == {2, 3, 4, 5}  # every rule of a trick in progress was exercised
+    assert (forced > 500) if obligada else (forced == 0)
 
 
 def test_oracle_agrees_with_rules_trick_winner() -> None:
@@ -164,14 +183,16 @@ def test_oracle_agrees_with_rules_trick_winner() -> None:
 
 
 # ------------------------------------------------------------------ the engine, in play
-def test_oracle_agrees_with_the_game_along_random_hands() -> None:
+@pytest.mark.parametrize("obligada", [False, True], ids=["lliure", "obligada"])
+def test_oracle_agrees_with_the_game_along_random_hands(obligada: bool) -> None:
     """Every card decision of 400 random hands (all trumps, butifarra included): the legal
     set the Game offers is the oracle's, from the seat's hand and the trick on the table."""
     rng = np.random.default_rng(11)
-    decisions = 0
+    decisions = forced = 0
+    options = Options(max_doubling_level=0, obligada=obligada)
     for h in range(400):
         dealer = h % 4
-        game = Game(Options(max_doubling_level=0), dealer, rules.random_deal(rng, dealer))
+        game = Game(options, dealer, rules.random_deal(rng, dealer))
         game.step(48 + h % 5)  # oros, copas, espadas, bastos, butifarra in turn
         trump = BUTIFARRA if game.trump == 4 else game.trump
         while not game.is_over:
@@ -185,14 +206,16 @@ def test_oracle_agrees_with_the_game_along_random_hands() -> None:
                         break
                     trick.append(as_card(c))
             hand = sorted(as_cards(game.hands[seat]))
-            expected = oracle_legal_cards(hand, trick, trump)
+            expected = oracle_legal_cards(hand, trick, trump, obligada)
             assert as_cards(game.legal) == expected, (hand, trick, trump)
             assert as_cards(game.legal_cards(seat)) == expected
             decisions += 1
+            forced += len(expected) < len(oracle_legal_cards(hand, trick, trump))
             legal = game.legal_actions()
             game.step(legal[int(rng.integers(len(legal)))])
         assert sum(game.team_points) == 72
     assert decisions == 400 * 48
+    assert (forced > 1000) if obligada else (forced == 0)
 
 
 # ------------------------------------------------------------------ hypothesis
@@ -206,11 +229,12 @@ def positions(draw: st.DrawFn) -> tuple[list[Card], list[Card], int | None]:
 
 
 @settings(max_examples=500, deadline=None)
-@given(positions())
+@given(positions(), st.booleans())
 def test_oracle_agrees_with_rules_legal_cards_under_hypothesis(
-    position: tuple[list[Card], list[Card], int | None],
+    position: tuple[list[Card], list[Card], int | None], obligada: bool
 ) -> None:
     hand, trick, trump = position
-    legal = oracle_legal_cards(hand, trick, trump)
+    legal = oracle_legal_cards(hand, trick, trump, obligada)
     assert legal and legal <= set(hand)
-    assert code_legal_cards(hand, trick, trump) == legal
+    assert legal <= oracle_legal_cards(hand, trick, trump)  # obligada only ever narrows
+    assert code_legal_cards(hand, trick, trump, obligada) == legal

@@ -53,6 +53,7 @@ class Game:
 
     __slots__ = (
         "options",
+        "_obligada",
         "dealer",
         "initial_hands",
         "hands",
@@ -98,6 +99,7 @@ class Game:
         if hands[0] | hands[1] | hands[2] | hands[3] != ALL_CARDS:
             raise ValueError("the four hands must hold the 48 cards exactly once")
         self.options = options
+        self._obligada = options.obligada  # read at every card: kept at hand
         self.dealer = dealer
         self.initial_hands = tuple(hands)
         self.hands = list(hands)
@@ -138,7 +140,14 @@ class Game:
 
     @property
     def multiplier(self) -> int:
-        return rules.multiplier(self.trump, self.level, self.options.butifarra_base)
+        """The hand's multiplier now: base x doubling factor (linear doubling included)."""
+        return self.options.multiplier(self.trump, self.level)
+
+    @property
+    def doubling_cap(self) -> int:
+        """The level at which the doubling chain ends for the trump chosen (the options'
+        ``max_doubling_level``, or ``butifarra_max_doubling_level`` for a butifarra)."""
+        return self.options.doubling_cap(self.trump)
 
     def legal_actions(self) -> list[int]:
         """Legal action ids for the seat to move, ascending (empty once the hand is over)."""
@@ -156,6 +165,7 @@ class Game:
             self.win_card,
             partner_winning(self.win_seat, seat),
             self.trump,
+            self._obligada,
         )
 
     # ----------------------------------------------------------------- transitions
@@ -181,7 +191,7 @@ class Game:
         else:
             self.trump = action - TRUMP_BASE  # butifarra (52) -> 4 = NO_TRUMP
             self.chooser = seat
-            if self.options.max_doubling_level == 0:
+            if self.doubling_cap == 0:
                 self._start_play()
             else:
                 self._ask_double(rules.first_asked_to_double(seat))
@@ -207,7 +217,7 @@ class Game:
     def _doubling(self, seat: int, action: int) -> None:
         if action == DOUBLE:
             self.level += 1
-            if self.level >= self.options.max_doubling_level:
+            if self.level >= self.doubling_cap:
                 self._start_play()
             else:
                 self._ask_double(rules.asked_after_double(seat))
@@ -251,6 +261,7 @@ class Game:
                 self.win_card,
                 partner_winning(self.win_seat, nxt),
                 self.trump,
+                self._obligada,
             )
             return
         winner = self.win_seat

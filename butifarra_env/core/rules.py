@@ -2,9 +2,12 @@
 
 Every rule the project applies is here, once: the legal-card algorithm, who wins a trick,
 the deal, the order of the doubling chain, the multiplier and the hand score, and how a
-match moves from hand to hand. :class:`~butifarra_env.core.game.Game` is the state machine that
-calls them; the batched engine builds its lookup tables from them (and a differential test
-holds it to ``Game``); the rule-based agent, terminal play and the arena call them too.
+match moves from hand to hand. The regional variants of RULES.md are parameters of these
+functions, off by default (``legal_cards(..., obligada=)``, ``multiplier(..., linear=)``,
+:func:`doubling_cap`); :class:`~butifarra_env.core.options.Options` holds which are on.
+:class:`~butifarra_env.core.game.Game` is the state machine that calls them; the batched
+engine builds its lookup tables from them (and a differential test holds it to ``Game``);
+the rule-based agent, terminal play and the arena call them too.
 
 Numbers are plain ``int`` (a hand is a 48-bit mask, bit ``c`` = card ``c``). Functions that
 only do arithmetic (:func:`next_seat`, :func:`multiplier`, :func:`match_over`...) work the
@@ -18,7 +21,16 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from butifarra_env.core.cards import ALL_CARDS, BEATS, HALF_POINTS, N_CARDS, SUIT, SUIT_MASK
+from butifarra_env.core.cards import (
+    ALL_CARDS,
+    BEATS,
+    CARDS_PER_SUIT,
+    HALF_POINTS,
+    N_CARDS,
+    STRENGTH,
+    SUIT,
+    SUIT_MASK,
+)
 
 N_SEATS = 4
 
@@ -107,6 +119,20 @@ WINNERS: tuple[tuple[int, ...], ...] = tuple(
 )
 """``WINNERS[trump][w]`` is :func:`winners` tabulated for every card ``w`` (hot paths)."""
 
+_SUIT0 = SUIT_MASK[0]  # the 12 bits of a suit, shifted down to suit 0
+
+
+def _weakest_bit(pattern: int) -> int:
+    """The bit of the weakest card among the cards of suit 0 set in ``pattern`` (0 if none)."""
+    held = [c for c in range(CARDS_PER_SUIT) if (pattern >> c) & 1]
+    return 1 << min(held, key=STRENGTH.__getitem__) if held else 0
+
+
+LOWEST_IN_SUIT: tuple[int, ...] = tuple(_weakest_bit(p) for p in range(1 << CARDS_PER_SUIT))
+"""``LOWEST_IN_SUIT[p]``: the weakest card of the cards of one suit given as its 12 bits ``p``
+(bit ``n - 1`` = number ``n``), as a mask of those 12 bits; the table behind
+:func:`lowest_card` (and the batched engine's obligada lookup)."""
+
 
 def beats(card: int, win: int, trump: int) -> bool:
     """Does ``card`` take a trick that ``win`` is winning? (higher of its suit, or a trump
@@ -155,7 +181,24 @@ def trick_winner(cards_in_order: list[int] | tuple[int, ...], trump: int) -> int
     return max(trick_state(enumerate(cards_in_order), trump)[2], 0)
 
 
-def legal_cards(hand: int, led_suit: int, win: int, partner_winning: bool, trump: int) -> int:
+def lowest_card(cards: int) -> int:
+    """The weakest of ``cards`` (a non-empty mask of one suit) by the strength order of
+    RULES.md (2 lowest, then 3 ... 8, sota, caballo, rey, as, manilla), as a one-card mask;
+    0 for no cards. What obligada forces when no card of the led suit beats W."""
+    if not cards:
+        return 0
+    shift = SUIT[(cards & -cards).bit_length() - 1] * CARDS_PER_SUIT
+    return LOWEST_IN_SUIT[(cards >> shift) & _SUIT0] << shift
+
+
+def legal_cards(
+    hand: int,
+    led_suit: int,
+    win: int,
+    partner_winning: bool,
+    trump: int,
+    obligada: bool = False,
+) -> int:
     """The legal-card algorithm of RULES.md (rules 1-5) as one bitmask expression.
 
     ``led_suit`` is :data:`NO_SUIT` when leading; ``win`` is the card winning the trick and
@@ -165,17 +208,29 @@ def legal_cards(hand: int, led_suit: int, win: int, partner_winning: bool, trump
         base   = follow or hand               # follow suit when able (rules 2, 3)
         beat   = base & winners(trump, W)     # only against an opponent (rule 2)
         legal  = beat or base                 # beat when able; never forced to under-trump
+
+    ``obligada`` (the variant of RULES.md): against an opponent, a player who follows suit
+    and cannot beat W must play the lowest card of the led suit (:func:`lowest_card`)::
+
+        legal  = beat or (lowest_card(follow) if follow else hand)
     """
     if led_suit == NO_SUIT:
         return hand
-    base = (hand & SUIT_MASK[led_suit]) or hand
+    follow = hand & SUIT_MASK[led_suit]
+    base = follow or hand
     if partner_winning:
         return base
-    return (base & WINNERS[trump][win]) or base  # WINNERS: winners() tabulated
+    beat = base & WINNERS[trump][win]  # WINNERS: winners() tabulated
+    if beat:
+        return beat
+    if obligada and follow:
+        return lowest_card(follow)
+    return base
 
 
 def legal_card_rule(hand: int, led_suit: int, win: int, partner_winning: bool, trump: int) -> int:
-    """Which numbered rule of RULES.md decides the legal cards here (1-5), for explanations."""
+    """Which numbered rule of RULES.md decides the legal cards here (1-5), for explanations.
+    The same under obligada, which changes only what rule 3 allows when nothing beats W."""
     if led_suit == NO_SUIT:
         return 1
     if partner_winning:
@@ -205,11 +260,34 @@ def asked_after_pass(seat: Int) -> Int:
     return partner_of(seat)
 
 
-def multiplier(trump: Int, level: Int, butifarra_base: int = 2) -> Int:
-    """base (``butifarra_base`` for butifarra, 1 for a suit) times 2 per doubling level."""
+def doubling_cap(
+    trump: Int, max_doubling_level: int, butifarra_max_doubling_level: int | None = None
+) -> Int:
+    """The top level of the doubling chain once ``trump`` is chosen: ``max_doubling_level``,
+    or for a butifarra (:data:`NO_TRUMP`) ``butifarra_max_doubling_level`` when it is set
+    (never above ``max_doubling_level``). At the cap the chain ends and play begins."""
+    cap = max_doubling_level
+    if butifarra_max_doubling_level is not None:
+        cap = min(butifarra_max_doubling_level, max_doubling_level)
     if isinstance(trump, np.ndarray):
-        return np.where(trump == NO_TRUMP, butifarra_base, 1) << level
-    return (butifarra_base if trump == NO_TRUMP else 1) << level
+        return np.where(trump == NO_TRUMP, cap, max_doubling_level)
+    return cap if trump == NO_TRUMP else max_doubling_level
+
+
+def doubling_factor(level: Int, linear: bool = False) -> Int:
+    """What doubling level ``level`` multiplies the base by: 2^level (x1, x2, x4, x8, x16), or
+    level + 1 with linear doubling (x1, x2, x3, x4, x5)."""
+    return level + 1 if linear else 1 << level
+
+
+def multiplier(trump: Int, level: Int, butifarra_base: int = 2, linear: bool = False) -> Int:
+    """base (``butifarra_base`` for butifarra, 1 for a suit) times the doubling factor of
+    ``level`` (:func:`doubling_factor`: 2 per level, or level + 1 when ``linear``)."""
+    if isinstance(trump, np.ndarray):
+        base = np.where(trump == NO_TRUMP, butifarra_base, 1)
+    else:
+        base = butifarra_base if trump == NO_TRUMP else 1
+    return base * doubling_factor(level, linear)
 
 
 # --------------------------------------------------------------------------- scoring
@@ -240,10 +318,25 @@ def seat_rewards(scores: tuple[int, int]) -> tuple[int, int, int, int]:
     return (margin, -margin, margin, -margin)
 
 
-def worst_hand_loss(max_doubling_level: int, butifarra_base: int) -> int:
+def worst_hand_loss(
+    max_doubling_level: int,
+    butifarra_base: int,
+    linear: bool = False,
+    butifarra_max_doubling_level: int | None = None,
+) -> int:
     """The most a team can lose on one hand under these options (the illegal-move penalty of
-    ``butifarra_v0.env()``, so that an illegal move is never better than playing on)."""
-    return HALF_POINTS * butifarra_base * (1 << max_doubling_level)
+    ``butifarra_v0.env()``, so that an illegal move is never better than playing on): 36
+    points at the largest multiplier a suit or a butifarra can reach."""
+    top = max(
+        multiplier(0, max_doubling_level, butifarra_base, linear),
+        multiplier(
+            NO_TRUMP,
+            doubling_cap(NO_TRUMP, max_doubling_level, butifarra_max_doubling_level),
+            butifarra_base,
+            linear,
+        ),
+    )
+    return HALF_POINTS * top
 
 
 # --------------------------------------------------------------------------- matches

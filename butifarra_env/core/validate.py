@@ -62,6 +62,14 @@ def check_int(
     return int(value)  # type: ignore[call-overload]
 
 
+def check_bool(name: str, value: object) -> bool:
+    """``value`` as a ``bool``: True or False (a numpy bool too); 1, "yes" and None are
+    refused, so a misspelt switch is never read as on or off by accident."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {_describe(value)}")
+    return bool(value)
+
+
 def check_number(name: str, value: object, lo: float, lo_inclusive: bool = False) -> float:
     """``value`` as a finite ``float`` above ``lo`` (or at least ``lo``)."""
     ok = (

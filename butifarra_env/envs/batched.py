@@ -5,8 +5,11 @@
 rewards, for thousands of hands per call with no Python loop over hands. Its lookup tables
 are built from the rules core (:func:`butifarra_env.core.rules.winners`, ``DEAL_ORDER``) and its
 scoring and match steps call the same functions (:func:`~butifarra_env.core.rules.hand_scores`,
-:func:`~butifarra_env.core.rules.match_over`...) on arrays; ``tests/test_batched.py`` drives it and
-``butifarra_v0`` through identical deals and actions and asserts equality at every step.
+:func:`~butifarra_env.core.rules.multiplier`, :func:`~butifarra_env.core.rules.doubling_cap`,
+:func:`~butifarra_env.core.rules.match_over`...) on arrays, under the same options (the
+variants ``obligada``, ``linear_doubling`` and ``butifarra_max_doubling_level`` included);
+``tests/test_batched.py`` drives it and ``butifarra_v0`` through identical deals and actions
+and asserts equality at every step.
 
 Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
 
@@ -19,9 +22,12 @@ Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
       beat   = base & WINNERS[trump, W] & opp   # opp: all ones when an opponent holds W
       legal  = beat if beat else base           # beat W when able; never forced to under-trump
 
-  which is :func:`butifarra_env.core.rules.legal_cards` over columns. ``WINNERS[t, W]`` is
-  :func:`butifarra_env.core.rules.winners` tabulated: the cards that take the trick from ``W``
-  under trump ``t``. The same table decides who wins each trick.
+  which is :func:`butifarra_env.core.rules.legal_cards` over columns. With ``obligada`` the
+  envs where an opponent holds W and the mover follows suit without beating it then get the
+  weakest card of the led suit, from a 4096-entry table of
+  :func:`~butifarra_env.core.rules.lowest_card` over suit patterns (on that subset only).
+  ``WINNERS[t, W]`` is :func:`butifarra_env.core.rules.winners` tabulated: the cards that
+  take the trick from ``W`` under trump ``t``. The same table decides who wins each trick.
 * **Relative observation rows, updated in place.** Each hand keeps its four seat-relative
   observation rows (4 x 491 bytes). A card play clears one byte (the card leaves the mover's
   hand) and sets 8 (its played and trick bits in all four views: one gather from a small
@@ -140,6 +146,10 @@ _WINNERS = np.array(  # row trump * 56 + winning card: rules.winners tabulated
     [rules.winners(t, w) for t in range(_TRUMP_VALUES) for w in range(N_ACTIONS)], dtype=_U64
 )
 _OPP_MASK = np.array([0, (1 << N_ACTIONS) - 1], dtype=_U64)  # by (winner ^ mover) & 1
+_SUIT_BITS = _U64((1 << 12) - 1)  # the 12 cards of a suit, shifted down to suit 0
+_LOWEST = np.array(  # obligada: 12-bit suit pattern -> its weakest card, rules.lowest_card
+    [rules.lowest_card(p) for p in range(1 << 12)], dtype=_U64
+)
 # byte -> its 8 bits, low bit first: legal sets unpack to masks by one lookup
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
 _BYTE_BITS = _BYTE_BITS.view(np.int8)
@@ -558,7 +568,24 @@ class BatchedEnv:
         beat = base_set & np.take(_WINNERS, self._winners_row + self._win_card)
         beat &= np.take(_OPP_MASK, (self._win_seat ^ to_move) & 1)
         self._legal = np.where(beat != 0, beat, base_set)
+        if self.options.obligada:
+            self._obligada(follow, beat, to_move)
         return ended
+
+    def _obligada(self, follow: np.ndarray, beat: np.ndarray, to_move: np.ndarray) -> None:
+        """Obligada (RULES.md, Variants): where an opponent holds the trick and the seat to
+        move follows suit without a card that beats it, the one legal card is the weakest of
+        the led suit (``_LOWEST``: :func:`rules.lowest_card` tabulated on suit patterns)."""
+        forced = np.flatnonzero(
+            (beat == 0)
+            & (follow != 0)
+            & (self._led_suit != NO_SUIT)
+            & (((self._win_seat ^ to_move) & 1) == 1)
+        )
+        if forced.size:
+            shift = (np.take(self._led_suit, forced) * 12).astype(_U64)
+            pattern = (np.take(follow, forced) >> shift) & _SUIT_BITS
+            self._legal[forced] = np.take(_LOWEST, pattern.astype(np.int64)) << shift
 
     def _close_tricks(self, c: np.ndarray) -> np.ndarray:
         """Score the finished tricks of envs ``c`` and clear the table; returns the envs whose
@@ -596,9 +623,10 @@ class BatchedEnv:
 
         * delegate: the partner must choose (phase ``choose_trump_delegated``);
         * choose a suit or butifarra: the next seat is asked to double, or play starts when
-          doubling is off (``max_doubling_level`` 0);
+          doubling is off (a cap of 0 for that trump);
         * double: the level rises; the next seat (the other team) is asked, or play starts
-          at the top level;
+          at the top level (:func:`rules.doubling_cap`: ``max_doubling_level``, or
+          ``butifarra_max_doubling_level`` for a butifarra);
         * pass: the passer's partner is asked; a second pass in a row (``_second_asked``)
           starts the play. ``_second_asked`` is reset by any other move, so it always
           refers to the team being asked now.
@@ -606,7 +634,7 @@ class BatchedEnv:
         Play starts with the mano (the player after the dealer) to lead.
         """
         s = self._to_move[b]
-        max_level = self.options.max_doubling_level
+        o = self.options
         deleg = a == DELEGATE
         choose = a <= BUTIFARRA  # 48-52
         dbl = a == DOUBLE
@@ -621,10 +649,12 @@ class BatchedEnv:
             self._chooser[bc] = s[choose]
         level = self._level[b] + dbl
         self._level[b] = level
+        # the top of the chain for the trump each env has (unset while choosing: not read)
+        cap = rules.doubling_cap(
+            self._trump[b], o.max_doubling_level, o.butifarra_max_doubling_level
+        )
         start = (
-            (choose & (max_level == 0))
-            | (dbl & (level >= max_level))
-            | (pas & (self._second_asked[b] == 1))
+            (choose & (cap == 0)) | (dbl & (level >= cap)) | (pas & (self._second_asked[b] == 1))
         )
         ask = (choose | dbl) & ~start  # the next seat is asked to double
         # choose -> first_asked_to_double, double -> asked_after_double (both the next seat);
@@ -656,7 +686,8 @@ class BatchedEnv:
     # ------------------------------------------------------------------ hand ends, deals
     def _end_hands(self, e: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
         """Score the hands of envs ``e``, report rewards, deal the next hand or episode."""
-        mult = rules.multiplier(self._trump[e], self._level[e], self.options.butifarra_base)
+        o = self.options
+        mult = rules.multiplier(self._trump[e], self._level[e], o.butifarra_base, o.linear_doubling)
         scores = rules.hand_scores(self._team_tally[e, 2:4], mult)
         margin = (scores[:, 0] - scores[:, 1])[:, None] * _SEAT_SIGN
         rewards[e] = margin * self.reward_scale  # float64 product, then float32: as the env

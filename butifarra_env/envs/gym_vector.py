@@ -102,7 +102,8 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
     """``num_envs`` learner seats, one per hand of a batched engine (see the module docs).
 
     ``seat`` (0-3) is the learner's seat in every hand; ``options`` are the game options of
-    ``butifarra_v0`` (``target_score``, ``max_doubling_level``...). The engine is
+    ``butifarra_v0`` (``target_score``, ``max_doubling_level``, the variants ``obligada``,
+    ``linear_doubling``, ``butifarra_max_doubling_level``...). The engine is
     :attr:`engine` (for fixed deals: ``engine.set_deal_fn``; ``engine.current_deals()``).
     """
 

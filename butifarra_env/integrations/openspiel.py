@@ -14,7 +14,10 @@ as in ``butifarra_v0``.
 
 Parameters: ``max_doubling_level`` (0-4, default 4), ``butifarra_base`` (1 or 2, default 2),
 ``first_dealer`` (-1: drawn by chance, the default; or a seat 0-3), ``reward_scale``
-(returns are the hand's rewards of RULES.md times this; default 1.0, raw points).
+(returns are the hand's rewards of RULES.md times this; default 1.0, raw points), and the
+variants of RULES.md: ``obligada`` and ``linear_doubling`` (bools, default False),
+``butifarra_max_doubling_level`` (-1: the same as ``max_doubling_level``, the default; or
+0 up to ``max_doubling_level``). OpenSpiel parameters cannot be None, hence the -1s.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ import numpy as np
 import pyspiel  # type: ignore[import-not-found,unused-ignore]
 
 from butifarra_env.core.actions import N_ACTIONS, action_name
-from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_TRICKS, card_name, cards_of, sort_key
+from butifarra_env.core.cards import (
+    ALL_CARDS,
+    BELOW,
+    N_CARDS,
+    N_TRICKS,
+    SUIT,
+    card_name,
+    cards_of,
+    sort_key,
+)
 from butifarra_env.core.game import Game
 from butifarra_env.core.observation import (
     FIELDS,
@@ -38,7 +50,15 @@ from butifarra_env.core.observation import (
 )
 from butifarra_env.core.options import MAX_DOUBLING_LEVEL, Options
 from butifarra_env.core.render import trump_text
-from butifarra_env.core.rules import DEAL_ORDER, N_SEATS, TRUMP_UNSET, deal, worst_hand_loss
+from butifarra_env.core.rules import (
+    DEAL_ORDER,
+    EMPTY_TRICK,
+    N_SEATS,
+    TRUMP_UNSET,
+    add_to_trick,
+    deal,
+    partner_winning,
+)
 from butifarra_env.core.sampling import deal_consistent, known_absent
 from butifarra_env.core.validate import check_int, check_reward_scale
 
@@ -47,12 +67,17 @@ __all__ = ["GAME_NAME", "ButifarraGame", "ButifarraObserver", "ButifarraState", 
 GAME_NAME = "python_butifarra"
 RANDOM_DEALER = -1
 """``first_dealer`` value meaning: the dealer is drawn by chance."""
+SAME_AS_MAX = -1
+"""``butifarra_max_doubling_level`` value meaning: the same as ``max_doubling_level``."""
 
 _PARAMETERS: dict[str, Any] = {
     "max_doubling_level": MAX_DOUBLING_LEVEL,
     "butifarra_base": 2,
     "first_dealer": RANDOM_DEALER,
     "reward_scale": 1.0,
+    "obligada": False,
+    "linear_doubling": False,
+    "butifarra_max_doubling_level": SAME_AS_MAX,
 }
 
 _GAME_TYPE = pyspiel.GameType(
@@ -100,14 +125,25 @@ class ButifarraGame(pyspiel.Game):
                 check_int("first_dealer", first_dealer, 0, N_SEATS - 1)
             except ValueError as e:
                 raise ValueError(f"{e}; or -1 to draw the dealer by chance") from None
-        self.options = Options(
-            max_doubling_level=params["max_doubling_level"],
-            butifarra_base=params["butifarra_base"],
-            first_dealer=None if first_dealer == RANDOM_DEALER else first_dealer,
-        )
+        butifarra_cap = params["butifarra_max_doubling_level"]
+        try:
+            self.options = Options(
+                max_doubling_level=params["max_doubling_level"],
+                butifarra_base=params["butifarra_base"],
+                first_dealer=None if first_dealer == RANDOM_DEALER else first_dealer,
+                obligada=params["obligada"],
+                linear_doubling=params["linear_doubling"],
+                butifarra_max_doubling_level=(
+                    None if butifarra_cap == SAME_AS_MAX else butifarra_cap
+                ),
+            )
+        except ValueError as e:
+            if "butifarra_max_doubling_level" in str(e):
+                raise ValueError(f"{e}; or -1 for the same as max_doubling_level") from None
+            raise
         self.reward_scale = check_reward_scale(params["reward_scale"])
         o = self.options
-        worst = worst_hand_loss(o.max_doubling_level, o.butifarra_base) * self.reward_scale
+        worst = o.worst_hand_loss * self.reward_scale
         info = pyspiel.GameInfo(
             num_distinct_actions=N_ACTIONS,
             max_chance_outcomes=N_CARDS,
@@ -329,6 +365,8 @@ class ButifarraState(pyspiel.State):
         else:
             played = g.played[0] | g.played[1] | g.played[2] | g.played[3]
             absent = known_absent(g.actions)
+            if g.options.obligada:
+                absent = [a | b for a, b in zip(absent, _obligada_absent(g), strict=True)]
             hidden = deal_consistent(
                 ALL_CARDS & ~(mine | played),
                 [N_TRICKS - g.played[s].bit_count() for s in others],
@@ -346,6 +384,28 @@ class ButifarraState(pyspiel.State):
         for _seat, action in [] if g is None else g.actions:
             new.apply_action(action)
         return new
+
+
+def _obligada_absent(game: Game) -> list[int]:
+    """What obligada adds to :func:`~butifarra_env.core.sampling.known_absent` (bitmasks by
+    seat): a seat that followed suit under an opponent's card without beating it played its
+    weakest card of the led suit, so it holds no weaker card of that suit. With both, a re-deal
+    replays legally under obligada exactly when it avoids them."""
+    absent = [0] * N_SEATS
+    trick = EMPTY_TRICK
+    in_trick = 0
+    for seat, action in game.actions:
+        if action >= N_CARDS:
+            continue
+        if in_trick == 0:
+            trick = EMPTY_TRICK
+        led, win, win_seat = trick  # before this card
+        trick = add_to_trick(trick, seat, action, game.trump)
+        stands = trick[1] == win
+        if in_trick and SUIT[action] == led and stands and not partner_winning(win_seat, seat):
+            absent[seat] |= BELOW[action]
+        in_trick = (in_trick + 1) % N_SEATS
+    return absent
 
 
 _HAND_SLICE = field_slice("hand")

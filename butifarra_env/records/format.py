@@ -2,7 +2,11 @@
 
 A record holds the deal (dealer, the four initial hands as card ids), every action as
 ``[seat, action]`` in order, the options and the match context, and the result once the hand
-is over. :mod:`butifarra_env.records.files` replays records and reads and writes JSON Lines files.
+is over. The options are :meth:`Options.to_dict <butifarra_env.core.options.Options.to_dict>`:
+the regional variants (``obligada``, ``linear_doubling``, ``butifarra_max_doubling_level``)
+appear only when set, so a default game's record is byte for byte what earlier versions wrote,
+and a record without them replays as the default game. :mod:`butifarra_env.records.files`
+reads and writes JSON Lines files.
 """
 
 from __future__ import annotations

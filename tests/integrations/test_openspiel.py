@@ -27,6 +27,8 @@ from butifarra_env.core.sampling import deal_consistent, known_absent
 from tests.extras import need
 
 ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = {"obligada": True, "linear_doubling": True, "butifarra_max_doubling_level": 2}
+"""Every regional variant of docs/RULES.md on, as OpenSpiel parameters."""
 
 
 def _openspiel() -> tuple[Any, ModuleType]:
@@ -92,6 +94,12 @@ def test_import_registers_the_game_once() -> None:
         ({"butifarra_base": 3}, "butifarra_base"),
         ({"first_dealer": 4}, "first_dealer"),
         ({"reward_scale": 0.0}, "reward_scale"),
+        ({"butifarra_max_doubling_level": 5}, "butifarra_max_doubling_level must be an int 0-4"),
+        ({"butifarra_max_doubling_level": -2}, "or -1 for the same as max_doubling_level"),
+        (
+            {"max_doubling_level": 2, "butifarra_max_doubling_level": 3},
+            "cannot be above max_doubling_level=2",
+        ),
     ],
 )
 def test_bad_parameters_are_named(params: dict[str, Any], words: str) -> None:
@@ -100,12 +108,27 @@ def test_bad_parameters_are_named(params: dict[str, Any], words: str) -> None:
         pyspiel.load_game("python_butifarra", params)
 
 
+def test_variant_parameters_and_their_utility_bounds() -> None:
+    pyspiel, _ = _openspiel()
+    with pytest.raises(pyspiel.SpielError, match="obligada"):  # OpenSpiel checks the type
+        pyspiel.load_game("python_butifarra", {"obligada": "yes"})
+    game = pyspiel.load_game("python_butifarra", VARIANTS)
+    assert game.options.obligada and game.options.linear_doubling
+    assert game.options.butifarra_max_doubling_level == 2
+    # a butifarra recontrada (x2 x 3) beats a suit at Verraca (x5): 36 x 6
+    assert (game.min_utility(), game.max_utility()) == (-216, 216)
+    same = pyspiel.load_game("python_butifarra", {"butifarra_max_doubling_level": -1})
+    assert same.options.butifarra_max_doubling_level is None
+    assert same.max_utility() == 36 * 2 * 16
+
+
 # --------------------------------------------------------------------------- OpenSpiel's tests
 @pytest.mark.parametrize(
     "params",
     [
         {},
         {"max_doubling_level": 0, "butifarra_base": 1, "first_dealer": 2, "reward_scale": 0.25},
+        {"obligada": True, "linear_doubling": True, "butifarra_max_doubling_level": 2},
     ],
 )
 def test_openspiel_random_simulation_test(params: dict[str, Any]) -> None:
@@ -138,7 +161,10 @@ def test_rl_environment_plays_a_hand_on_the_observation_tensor() -> None:
         {},
         {"max_doubling_level": 0, "butifarra_base": 1},
         {"max_doubling_level": 2, "first_dealer": 3, "reward_scale": 0.5},
+        {"obligada": True, "linear_doubling": True, "butifarra_max_doubling_level": 2},
+        {"obligada": True, "linear_doubling": True, "butifarra_max_doubling_level": 0},
     ],
+    ids=["default", "no-doubling-base1", "lvl2-dealer3-scale", "variants", "variants-cap0"],
 )
 def test_move_for_move_against_butifarra_v0(options: dict[str, Any]) -> None:
     pyspiel, _ = _openspiel()
@@ -239,12 +265,17 @@ def test_information_state_keeps_the_order_of_play() -> None:
 
 # --------------------------------------------------------------------------- the resampler
 def _check_resampled(original: Any, resampled: Any, player: int) -> None:
+    """The resampled state keeps what ``player`` saw, and every hidden hand avoids what the
+    plays so far rule out (with obligada, also the cards below a forced lowest card)."""
     g, r = original.game_state, resampled.game_state
     assert resampled.information_state_string(player) == original.information_state_string(player)
     assert r.actions == g.actions and r.played == g.played and r.dealer == g.dealer
     assert r.initial_hands[player] == g.initial_hands[player]
     assert r.hands[player] == g.hands[player]
     absent = known_absent(g.actions)
+    if g.options.obligada:
+        _, openspiel = _openspiel()
+        absent = [a | b for a, b in zip(absent, openspiel._obligada_absent(g), strict=True)]
     for seat in range(4):
         assert r.hands[seat].bit_count() == g.hands[seat].bit_count()
         assert r.initial_hands[seat] & g.played[seat] == g.played[seat]
@@ -257,9 +288,12 @@ def _check_resampled(original: Any, resampled: Any, player: int) -> None:
     )
 
 
-def test_resample_is_consistent_with_what_the_player_has_seen() -> None:
+@pytest.mark.parametrize("params", [{}, VARIANTS], ids=["default", "variants"])
+def test_resample_is_consistent_with_what_the_player_has_seen(params: dict[str, Any]) -> None:
+    """Every resample replays the hand's actions on the new deal (an illegal one would
+    raise), under the game's own rules: obligada's forced plays stay forced."""
     pyspiel, _ = _openspiel()
-    game = pyspiel.load_game("python_butifarra")
+    game = pyspiel.load_game("python_butifarra", params)
     rng = np.random.default_rng(7)
     changed = voids_seen = 0
     for seed, moves in itertools.product(range(6), (0, 3, 14, 27, 40, 60)):
@@ -353,9 +387,11 @@ def _replays(
     return True
 
 
-def test_known_absent_is_exactly_what_makes_past_plays_legal() -> None:
-    """A re-deal of the hidden cards replays legally if and only if it avoids known_absent."""
-    options = Options(max_doubling_level=0)
+@pytest.mark.parametrize("obligada", [False, True], ids=["lliure", "obligada"])
+def test_known_absent_is_exactly_what_makes_past_plays_legal(obligada: bool) -> None:
+    """A re-deal of the hidden cards replays legally if and only if it avoids known_absent
+    (and, with obligada, the cards below each forced lowest card: ``_obligada_absent``)."""
+    options = Options(max_doubling_level=0, obligada=obligada)
     rng = np.random.default_rng(3)
     outcomes: Counter[bool] = Counter()
     for seed in range(40):
@@ -365,6 +401,9 @@ def test_known_absent_is_exactly_what_makes_past_plays_legal() -> None:
         for _ in range(int(deal_rng.integers(2, 14))):  # the trump choice and some cards
             game.step(cards_of(game.legal)[int(deal_rng.integers(game.legal.bit_count()))])
         absent = known_absent(game.actions)
+        if obligada:
+            _, openspiel = _openspiel()
+            absent = [a | b for a, b in zip(absent, openspiel._obligada_absent(game), strict=True)]
         hidden = [h for h in game.hands]
         unseen = hidden[0] | hidden[1] | hidden[2] | hidden[3]
         for _ in range(25):
