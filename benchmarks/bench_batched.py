@@ -2,7 +2,8 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_batched.py                 # everything, about two minutes
+    python benchmarks/bench_batched.py                 # everything (torch on CPU to 262k: minutes)
+    python benchmarks/bench_batched.py --no-torch      # the numpy engine and peers, ~2 minutes
     python benchmarks/bench_batched.py --quick         # a smoke run (seconds)
     python benchmarks/bench_batched.py --batches 4096 --repeats 9 --no-peers
 
@@ -19,8 +20,15 @@ What it reports (medians of ``--repeats`` runs, because the machine is shared an
   decision), each one game at a time as those libraries run, chance moves (the deal)
   included. Our speed is printed as a ratio to theirs, measured in alternation with ours
   so the ratio holds on a busy machine.
-* with CUDA, decisions/s at batch 65,536 with torch actions chosen on the GPU and every
-  output handed back as CUDA tensors.
+* with CUDA, decisions/s at batch 65,536 of the numpy engine with torch actions chosen on
+  the GPU and every output handed back as CUDA tensors (``BatchedEnv(device="cuda")``).
+* the torch engine (:class:`~butifarra_env.envs.batched_torch.TorchBatchedEnv`), when torch is
+  installed, on CPU and (when present) CUDA at ``--torch-batches`` (1k to 262k): decisions/s
+  with observations and masks, actions picked on the device from the mask, unchecked
+  (``check=False``, no host read) and checked (``check=True``, one host read per step); and
+  memory per hand: the bytes of its state tensors, and on CUDA the peak allocated
+  (``torch.cuda.max_memory_allocated``, step temporaries and tables included) per hand.
+  Only the torch columns: ``--skip-numpy --no-peers`` (what benchmarks/gpu_check.sh runs).
 """
 
 from __future__ import annotations
@@ -94,6 +102,73 @@ def ours_cuda(batch: int, seconds: float) -> float | None:
             break
     torch.cuda.synchronize()
     return batch * steps / (time.perf_counter() - start)
+
+
+def torch_devices(wanted: list[str] | None) -> list[str]:
+    """The devices to time the torch engine on: ``wanted``, else cpu and cuda if present;
+    none without torch."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    if wanted is not None:
+        return wanted
+    return ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+def ours_torch(batch: int, seconds: float, device: str, check: bool, seed: int = 0) -> float:
+    """Decisions/s of TorchBatchedEnv on ``device``: random legal actions picked on the device
+    from the mask (no host round trip), observations and masks returned every step."""
+    import torch
+
+    from butifarra_env.envs.batched_torch import TorchBatchedEnv
+
+    eng = TorchBatchedEnv(batch, seed=seed, device=device, check=check)
+    _, mask, _ = eng.reset()
+    gen = torch.Generator(device=device).manual_seed(seed)
+    noise = torch.randint(1, 256, (8, batch, 56), device=device, generator=gen, dtype=torch.uint8)
+
+    def sync() -> None:
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize()
+
+    for i in range(30):  # warm up until hands are spread over every phase
+        _, mask, _, _, _ = eng.step((mask.view(torch.uint8) * noise[i & 7]).argmax(dim=1))
+    sync()
+    steps = 0
+    start = time.perf_counter()
+    while True:
+        _, mask, _, _, _ = eng.step((mask.view(torch.uint8) * noise[steps & 7]).argmax(dim=1))
+        steps += 1
+        if steps >= 5 and time.perf_counter() - start >= seconds:
+            break
+    sync()
+    return batch * steps / (time.perf_counter() - start)
+
+
+def torch_memory(batch: int, device: str, steps: int = 40) -> dict[str, float]:
+    """Bytes per hand of TorchBatchedEnv's state tensors; on CUDA also the peak allocated
+    while building, resetting and stepping it, per hand."""
+    import torch
+
+    from butifarra_env.envs.batched_torch import TorchBatchedEnv
+
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    eng = TorchBatchedEnv(batch, seed=0, device=device)
+    _, mask, _ = eng.reset()
+    for _ in range(steps):
+        _, mask, _, _, _ = eng.step(mask.argmax(dim=1))
+    eng.state()
+    out = {"state_bytes_per_hand": eng.state_nbytes() / batch}
+    if cuda:
+        torch.cuda.synchronize()
+        out["cuda_peak_bytes_per_hand"] = (torch.cuda.max_memory_allocated() - base) / batch
+    del eng, mask
+    return out
 
 
 def memory(batches: list[int], steps: int = 40) -> dict[int, int]:
@@ -188,11 +263,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--memory-batches", type=int, nargs="+", default=[1, 64, 1024, 4096, 16384])
     p.add_argument("--cuda-batch", type=int, default=65536)
     p.add_argument("--no-peers", action="store_true")
+    p.add_argument(
+        "--torch-batches", type=int, nargs="+", default=[1024, 4096, 16384, 65536, 262144]
+    )
+    p.add_argument(
+        "--torch-devices", nargs="+", help="devices for the torch engine (default: cpu, cuda)"
+    )
+    p.add_argument("--torch-threads", type=int, help="torch.set_num_threads for torch on CPU")
+    p.add_argument("--no-torch", action="store_true", help="skip the torch engine")
+    p.add_argument(
+        "--skip-numpy", action="store_true", help="skip the numpy engine (and its CUDA run)"
+    )
     p.add_argument("--quick", action="store_true", help="1 repeat of 0.2 s, small memory runs")
     p.add_argument("--json", type=Path, help="also write the figures to this file")
     args = p.parse_args(argv)
     if args.quick:
         args.repeats, args.seconds, args.memory_batches = 1, 0.2, [1, 64, 1024]
+        args.torch_batches = [b for b in args.torch_batches if b <= 4096] or [1024]
+    if args.skip_numpy:
+        args.batches, args.memory_batches = [], []
 
     peers: dict[str, Measure] = {}
     if not args.no_peers:
@@ -221,15 +310,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     med = statistics.median
     results: dict[str, Any] = {"repeats": args.repeats, "seconds_per_run": args.seconds}
-    print(f"\nBatchedEnv decisions/s with obs + mask (median of {args.repeats} runs)")
-    print(f"{'batch':>8} {'env':>14} {'loop':>14}   runs (env, M/s)")
     results["ours"] = {}
+    if args.batches:
+        print(f"\nBatchedEnv decisions/s with obs + mask (median of {args.repeats} runs)")
+        print(f"{'batch':>8} {'env':>14} {'loop':>14}   runs (env, M/s)")
     for b in args.batches:
-        runs = ", ".join(f"{x / 1e6:.2f}" for x in env_runs[b])
-        print(f"{b:>8} {med(env_runs[b]):>14,.0f} {med(loop_runs[b]):>14,.0f}   {runs}")
+        runs_text = ", ".join(f"{x / 1e6:.2f}" for x in env_runs[b])
+        print(f"{b:>8} {med(env_runs[b]):>14,.0f} {med(loop_runs[b]):>14,.0f}   {runs_text}")
         results["ours"][b] = {"env": med(env_runs[b]), "loop": med(loop_runs[b])}
 
-    if peers:
+    if peers and args.batches:
         top = max(args.batches)
         print(
             f"\npeers, one game at a time (median of {args.repeats} runs); ratio = ours / "
@@ -249,17 +339,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"ratio_batch{top}": rt,
             }
 
-    cuda = ours_cuda(args.cuda_batch, args.seconds * 3)
-    if cuda is None:
-        print("\nCUDA: not available here, skipped")
-    else:
-        print(f"\nCUDA batch {args.cuda_batch}: {cuda:,.0f} decisions/s (torch tensors in/out)")
+    cuda = None
+    if not args.skip_numpy:
+        cuda = ours_cuda(args.cuda_batch, args.seconds * 3)
+        if cuda is None:
+            print("\nBatchedEnv with CUDA tensors: CUDA not available here, skipped")
+        else:
+            print(
+                f"\nBatchedEnv (numpy) with CUDA tensors in/out, batch {args.cuda_batch}: "
+                f"{cuda:,.0f} decisions/s"
+            )
     results["cuda"] = None if cuda is None else {"batch": args.cuda_batch, "decisions": cuda}
 
-    mem = memory(args.memory_batches)
+    if not args.no_torch:
+        results["torch"] = run_torch(args)
+
+    mem = memory(args.memory_batches) if args.memory_batches else {}
     sizes = sorted(mem)
-    print("\npeak traced memory (construct, reset, 40 steps, state)")
-    print(f"{'batch':>8} {'peak MiB':>10} {'bytes/hand':>11}")
+    if sizes:
+        print("\nBatchedEnv peak traced memory (construct, reset, 40 steps, state)")
+        print(f"{'batch':>8} {'peak MiB':>10} {'bytes/hand':>11}")
     for b in sizes:
         print(f"{b:>8} {mem[b] / 2**20:>10.2f} {mem[b] / b:>11,.0f}")
     if len(sizes) >= 2:
@@ -270,6 +369,51 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return results
+
+
+def run_torch(args: argparse.Namespace) -> dict[str, Any]:
+    """The torch engine's columns: decisions/s (unchecked, checked) and memory per hand at
+    each of ``--torch-batches`` on each device."""
+    devices = torch_devices(args.torch_devices)
+    if not devices:
+        print("\nTorchBatchedEnv: torch not installed, skipped (pip install -e .[train])")
+        return {}
+    import torch
+
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    med = statistics.median
+    out: dict[str, Any] = {}
+    for device in devices:
+        if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+            print(f"\nTorchBatchedEnv on {device}: CUDA not available here, skipped")
+            continue
+        name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+        threads = f", {torch.get_num_threads()} threads" if device == "cpu" else ""
+        print(
+            f"\nTorchBatchedEnv on {device} ({name}{threads}) decisions/s with obs + mask "
+            f"(median of {args.repeats} runs)"
+        )
+        print(
+            f"{'batch':>8} {'unchecked':>14} {'checked':>14} {'state B/hand':>13} "
+            f"{'peak B/hand':>12}"
+        )
+        out[device] = {}
+        for b in args.torch_batches:
+            free = [ours_torch(b, args.seconds, device, False, rep) for rep in range(args.repeats)]
+            checked = [
+                ours_torch(b, args.seconds, device, True, rep) for rep in range(args.repeats)
+            ]
+            mem = torch_memory(b, device)
+            peak = mem.get("cuda_peak_bytes_per_hand")
+            peak_text = "-" if peak is None else f"{peak:,.0f}"
+            print(
+                f"{b:>8} {med(free):>14,.0f} {med(checked):>14,.0f} "
+                f"{mem['state_bytes_per_hand']:>13,.0f} {peak_text:>12}",
+                flush=True,
+            )
+            out[device][b] = {"unchecked": med(free), "checked": med(checked), **mem}
+    return out
 
 
 if __name__ == "__main__":
