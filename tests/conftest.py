@@ -69,6 +69,8 @@ SLOW = {
     "tests/test_arena.py::test_match_results_do_not_depend_on_the_worker_count",
     "tests/test_eval.py::test_results_do_not_depend_on_the_number_of_workers",
     # many random hands against a reference
+    "tests/test_rule_torch.py::test_torch_decides_like_decide_batch_on_many_hands",
+    "tests/test_rule_torch.py::test_torch_decides_like_decide_batch_in_every_phase",
     "tests/test_batched_torch.py::test_torch_engine_matches_numpy_engine_200k_decisions",
     "tests/test_batched.py::test_variants_single_hands_match_reference",
     "tests/test_batched.py::test_variants_matches_match_reference",
