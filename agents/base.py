@@ -7,25 +7,140 @@ the environment and PPO self-play can all drive any agent the same way.
 
 ``Agent`` is a :class:`butifarra_env.core.policy.Policy` and a
 :class:`~butifarra_env.core.policy.BatchPolicy` (the types the environments accept), plus a
-``name`` and a ``reset(seed)`` hook. Building agents by name is :mod:`agents.registry`.
+``name``, a ``reset(seed)`` hook and :meth:`Agent.set_options`. Building agents by name is
+:mod:`agents.registry`.
+
+The regional variants of RULES.md (obligada, linear doubling, a doubling cap in butifarra)
+are not in the observation: whoever seats an agent tells it the game's options
+(:meth:`Agent.set_options`; the table driver does, :mod:`agents.table`), and an agent that
+cannot play a variant refuses there, before any move (:class:`UnsupportedVariant`), rather
+than playing on silently under rules it does not know.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from butifarra_env.core.actions import N_ACTIONS
 from butifarra_env.core.observation import OBS_SIZE, scale_vector
+from butifarra_env.core.options import VARIANT_DEFAULTS, Options
 
-__all__ = ["Agent", "check_batch", "check_one"]
+__all__ = [
+    "VARIANTS",
+    "Agent",
+    "UnsupportedVariant",
+    "check_batch",
+    "check_one",
+    "trained_variants",
+    "variants_in_play",
+]
+
+VARIANTS: frozenset[str] = frozenset(VARIANT_DEFAULTS)
+"""The names of the regional variants (the options of
+:data:`butifarra_env.core.options.VARIANT_DEFAULTS`): ``obligada``, ``linear_doubling``,
+``butifarra_max_doubling_level``."""
+
+
+def variants_in_play(options: Options) -> tuple[str, ...]:
+    """The variants that change the game under ``options``, in the order of RULES.md:
+    ``obligada`` when on; ``linear_doubling`` when on and a hand can reach level 2 (x1 and x2
+    are the same either way); ``butifarra_max_doubling_level`` when it is below
+    ``max_doubling_level`` (None, or equal, changes nothing)."""
+    out = []
+    if options.obligada:
+        out.append("obligada")
+    if options.linear_doubling and options.max_doubling_level >= 2:
+        out.append("linear_doubling")
+    cap = options.butifarra_max_doubling_level
+    if cap is not None and cap < options.max_doubling_level:
+        out.append("butifarra_max_doubling_level")
+    return tuple(out)
+
+
+def describe_variant(name: str, options: Options) -> str:
+    """A variant in words, for messages (``obligada play``, ``linear doubling``...)."""
+    if name == "obligada":
+        return "obligada play (obligada=True)"
+    if name == "linear_doubling":
+        return "linear doubling (linear_doubling=True)"
+    cap = options.butifarra_max_doubling_level
+    return f"a doubling cap in butifarra (butifarra_max_doubling_level={cap})"
+
+
+def trained_variants(config: Mapping[str, object] | None) -> frozenset[str]:
+    """The variants a checkpoint was trained under, from its training ``config``: those in
+    play (:func:`variants_in_play`) under ``config["options"]`` (an
+    :meth:`~butifarra_env.core.options.Options.to_dict`); none when the config has no
+    ``options`` (every checkpoint trained before the variants existed, the shipped ones
+    included). An ``options`` entry that is not valid options is refused (ValueError)."""
+    if not config or config.get("options") is None:
+        return frozenset()
+    data = config["options"]
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"the checkpoint's config 'options' must be a dict of game options, got "
+            f"{type(data).__name__}"
+        )
+    return frozenset(variants_in_play(Options.from_dict(data)))
+
+
+class UnsupportedVariant(ValueError):
+    """An agent was told options with a variant it cannot play (:meth:`Agent.set_options`).
+
+    The message names the agent, the variant(s) and why; :attr:`agent` and
+    :attr:`variants` hold them for programs."""
+
+    def __init__(self, agent: str, variants: Iterable[str], message: str) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.variants = tuple(variants)
+
+    def __reduce__(self) -> tuple[type, tuple[str, tuple[str, ...], str]]:  # picklable
+        return (type(self), (self.agent, self.variants, str(self)))
 
 
 class Agent(abc.ABC):
     """A player: observation + legal-action mask in, action id out."""
 
     name: str = "agent"
+    supported_variants: frozenset[str] = VARIANTS
+    """The variants (:data:`VARIANTS`) this agent can play. Every one by default: an agent
+    that picks among the legal actions of its mask is legal under any rules. An agent that
+    learned or models the rules narrows it (a PPO checkpoint: the variants it was trained
+    under, :func:`trained_variants`)."""
+    variants_hint: str = ""
+    """What to do instead, added to the refusal (e.g. which agents can play it)."""
+    options: Options | None = None
+    """The options of the game the agent is seated at, as last told by
+    :meth:`set_options`; None until then (the rules of the observation, no variant)."""
+
+    def set_options(self, options: Options) -> None:
+        """Be told the options of the game about to be played (before its first decision).
+
+        Raises :class:`UnsupportedVariant` (a ValueError) naming the agent and the variant
+        when a variant in play (:func:`variants_in_play`) is not in
+        :attr:`supported_variants`; nothing changes then. The default keeps ``options`` in
+        :attr:`options`; agents that simulate the rules (the search agent) read it there.
+        """
+        if not isinstance(options, Options):
+            raise TypeError(
+                f"set_options takes butifarra_env.core.options.Options, got "
+                f"{type(options).__name__}"
+            )
+        missing = [v for v in variants_in_play(options) if v not in self.supported_variants]
+        if missing:
+            words = " and ".join(describe_variant(v, options) for v in missing)
+            hint = f"; {self.variants_hint}" if self.variants_hint else ""
+            raise UnsupportedVariant(
+                self.name,
+                missing,
+                f"agent {self.name!r} cannot play {words}: it supports "
+                f"{_listed(self.supported_variants)}{hint}",
+            )
+        self.options = options
 
     @abc.abstractmethod
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
@@ -122,6 +237,11 @@ def check_batch(
     if masks.dtype.kind not in "biuf" or not ((masks == 0) | (masks == 1)).all():
         raise ValueError("action_masks must hold 0 and 1 only (1 = legal)")
     return _canonical_observations(obs), masks
+
+
+def _listed(variants: Iterable[str]) -> str:
+    names = sorted(variants)
+    return "no variant (the default rules only)" if not names else "only " + ", ".join(names)
 
 
 def check_one(observation: np.ndarray, action_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

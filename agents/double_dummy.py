@@ -4,7 +4,9 @@ Given the four hands still held, trump and the trick in progress, :func:`solve` 
 points (card points plus one per trick, RULES.md) team A (seats 0 and 2) takes from the
 remaining play when both teams play perfectly: A maximises, B minimises (the total is fixed,
 so that is zero-sum). The legal moves are :func:`butifarra_env.core.rules.legal_cards`, the trick
-winner :func:`butifarra_env.core.rules.winners`: the real rules, not a simplification.
+winner :func:`butifarra_env.core.rules.winners`: the real rules, not a simplification, with
+obligada play when asked (``Solver(trump, obligada=True)``). The other variants do not
+change card play: the score is ``(A's points - 36) x multiplier`` whatever the multiplier.
 
 Search: alpha-beta over card plays; a transposition table keyed by the hands at the start of
 each trick (with the bound kind: exact, lower or upper); equivalent cards merged (cards of
@@ -39,13 +41,15 @@ EXACT, LOWER, UPPER = 0, 1, 2
 
 class Solver:
     """Double-dummy search under one trump (the transposition table lives as long as the
-    solver: reuse one solver for positions of the same hand)."""
+    solver: reuse one solver for positions of the same hand), with obligada play when
+    ``obligada`` (RULES.md, Variants)."""
 
-    __slots__ = ("trump", "tt", "nodes", "_winners")
+    __slots__ = ("trump", "obligada", "tt", "nodes", "_winners")
     _winners: tuple[int, ...]
 
-    def __init__(self, trump: int) -> None:
+    def __init__(self, trump: int, obligada: bool = False) -> None:
         self.trump = trump
+        self.obligada = bool(obligada)
         self.tt: dict[tuple[int, int, int, int, int], tuple[int, int, int]] = {}
         self.nodes = 0
         self._winners = WINNERS[trump]
@@ -123,7 +127,9 @@ class Solver:
                     return value
             a0, b0 = alpha, beta
         hand = h[seat]
-        legal = legal_cards(hand, led, win, partner_winning(win_seat, seat), self.trump)
+        legal = legal_cards(
+            hand, led, win, partner_winning(win_seat, seat), self.trump, self.obligada
+        )
         maximise = not seat & 1
         best = -1 if maximise else 1 << 30
         best_card = -1
@@ -199,7 +205,9 @@ class Solver:
 
     def _legal(self, h: list[int], seat: int, trick: Sequence[tuple[int, int]]) -> int:
         led, win, win_seat = trick_state(trick, self.trump)
-        return legal_cards(h[seat], led, win, partner_winning(win_seat, seat), self.trump)
+        return legal_cards(
+            h[seat], led, win, partner_winning(win_seat, seat), self.trump, self.obligada
+        )
 
     def _groups(
         self, h: list[int], legal: int, trick: Sequence[tuple[int, int]]
@@ -225,10 +233,14 @@ class Solver:
 
 
 def solve(
-    hands: Sequence[int], trump: int, to_move: int, trick: Sequence[tuple[int, int]] = ()
+    hands: Sequence[int],
+    trump: int,
+    to_move: int,
+    trick: Sequence[tuple[int, int]] = (),
+    obligada: bool = False,
 ) -> int:
     """Team A's points from the remaining play under perfect play by both teams."""
-    return Solver(trump).solve(hands, to_move, trick)
+    return Solver(trump, obligada).solve(hands, to_move, trick)
 
 
 # ---------------------------------------------------------------------- card helpers

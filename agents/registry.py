@@ -1,10 +1,14 @@
 """Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
 
 A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
-``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``). Each name maps to a factory in
-:data:`AGENT_FACTORIES`; factories import their agent's module when called, so that
-``import agents`` stays cheap and torch is only loaded when a PPO agent is asked for. To add
-an agent, add one line to :data:`AGENT_FACTORIES` (or call :func:`register_agent`).
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``). A PPO spec may end in
+``allow_variants`` (``"ppo:allow_variants"``, ``"ppo:ckpt.pt,allow_variants"``,
+``"ppo-r1:allow_variants"``): the policy then plays the regional variants it was not
+trained under instead of refusing them (:meth:`agents.base.Agent.set_options`). Each name
+maps to a factory in :data:`AGENT_FACTORIES`; factories import their agent's module when
+called, so that ``import agents`` stays cheap and torch is only loaded when a PPO agent is
+asked for. To add an agent, add one line to :data:`AGENT_FACTORIES` (or call
+:func:`register_agent`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from agents.base import Agent
+from agents.base import VARIANTS, Agent
 from butifarra_env.core.validate import check_seed
 
 __all__ = [
@@ -52,11 +56,37 @@ def _make_rule(argument: str | None, seed: int | None) -> Agent:
 
 TORCH_SEED_LIMIT = 2**64
 """torch generators take seeds below 2**64; the PPO agent refuses larger ones up front."""
+ALLOW_VARIANTS = "allow_variants"
+"""The PPO spec option that plays the variants a checkpoint was not trained under."""
+PPO_VARIANTS_HINT = (
+    "the policy was trained under the default rules; seat an agent that plays every variant "
+    "(rule, search:bidding=rule), or play it anyway with the spec ppo:allow_variants "
+    "(ppo:PATH,allow_variants, ppo-r1:allow_variants)"
+)
+"""What a PPO agent's refusal of a variant suggests instead."""
+
+
+def _ppo_argument(argument: str | None) -> tuple[str | None, bool]:
+    """``(path or None, allow_variants)`` from the text after ``ppo:``: a trailing
+    ``allow_variants`` (alone, or after a comma) is the option, unless the whole text names an
+    existing file."""
+    if not argument:
+        return None, False
+    try:
+        if Path(argument).is_file():
+            return argument, False
+    except OSError:  # a name the system refuses: _make_ppo reports it
+        return argument, False
+    head, sep, tail = argument.rpartition(",")
+    if tail.strip() == ALLOW_VARIANTS:
+        return (head.strip() or None) if sep else None, True
+    return argument, False
 
 
 def _make_ppo(argument: str | None, seed: int | None) -> Agent:
     if seed is not None and seed >= TORCH_SEED_LIMIT:
         raise ValueError(f"seed for the PPO agent must be below 2**64, got {_shown(seed)}")
+    argument, allow_variants = _ppo_argument(argument)
     path = Path(argument) if argument else DEFAULT_PPO_CHECKPOINT
     try:
         found = path.is_file()
@@ -73,10 +103,18 @@ def _make_ppo(argument: str | None, seed: int | None) -> Agent:
     except Exception as e:  # any failure to load is a bad checkpoint, reported as such
         raise ValueError(f"could not load PPO checkpoint {_shown(str(path))}: {e}") from e
     agent.reset(seed)
+    # A policy plays the rules it was trained under: the variants its checkpoint's training
+    # options name (PPOAgent.trained_variants, agents.base.trained_variants; none for a
+    # checkpoint without them, the shipped ones included), or every one when asked to.
+    trained: frozenset[str] = getattr(agent, "trained_variants", frozenset())
+    agent.supported_variants = VARIANTS if allow_variants else frozenset(trained)
+    agent.variants_hint = PPO_VARIANTS_HINT
     return agent
 
 
 def _make_ppo_r1(argument: str | None, seed: int | None) -> Agent:
+    if argument is not None and argument.strip() == ALLOW_VARIANTS:
+        return _make_ppo(f"{R1_PPO_CHECKPOINT},{ALLOW_VARIANTS}", seed)
     _no_argument("ppo-r1", argument)
     return _make_ppo(str(R1_PPO_CHECKPOINT), seed)
 
@@ -95,14 +133,16 @@ def _make_search(argument: str | None, seed: int | None) -> Agent:
 
     config = SearchConfig.parse(argument)
     spec = config.bidding
+    fallback = None
     if spec == "auto":
         try:
             bidding = make_agent("ppo-r1", seed)
+            fallback = make_agent("rule", seed)  # bids the variants ppo-r1 cannot play
         except ValueError:  # no torch or no checkpoint: the rule-based player bids
             bidding = make_agent("rule", seed)
     else:  # SearchConfig refused bidding=search... already
         bidding = make_agent(spec, seed)
-    return SearchAgent(config, bidding=bidding, seed=seed)
+    return SearchAgent(config, bidding=bidding, seed=seed, fallback=fallback)
 
 
 AGENT_FACTORIES: dict[str, AgentFactory] = {

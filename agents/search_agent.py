@@ -13,6 +13,15 @@ Bidding (trump choice, delegation, doubling) is left to another agent (release 1
 shipped PPO policy, ``ppo-r1``, when torch is installed, else the rule-based player):
 :attr:`SearchConfig.bidding`.
 
+Variants (RULES.md): told the game's options (:meth:`SearchAgent.set_options`), the search
+simulates obligada play in its rollouts, the solver and the sampler (a seat that followed
+under an opponent's card without beating it played its lowest card of the suit); linear
+doubling and the butifarra cap change what a hand is worth, not which card play is best
+(the score is ``(points - 36) x multiplier`` either way), so they reach the bidding agent,
+which is told them too. A bidding agent that cannot play them (a PPO checkpoint trained
+without them) makes the search agent refuse, except under ``bidding=auto``, which then bids
+with the rule-based player.
+
 The work per decision is a number of sampled deals (``samples``: deterministic for a
 seed) and, optionally, a time budget in seconds (``budget``): sampling stops at whichever
 comes first (a budget makes results depend on the machine's speed; its clock starts before
@@ -33,7 +42,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from agents.base import Agent, check_batch
+from agents.base import Agent, UnsupportedVariant, check_batch
 from agents.double_dummy import Solver
 from butifarra_env.core.actions import DELEGATE, TRUMP_BASE, bits_from_mask, mask_from_bits
 from butifarra_env.core.cards import BELOW, N_CARDS, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
@@ -212,6 +221,9 @@ class SearchAgent(Agent):
     (:meth:`SearchConfig.infer_for`): :attr:`config` holds the value used. ``clock``
     (seconds, :func:`time.perf_counter` by default) is what the time budget is measured
     with; tests pass a fake one. :attr:`stats` describes the last searched card decision.
+    ``fallback`` (optional) bids instead of ``bidding`` in a game whose options ``bidding``
+    cannot play (:meth:`set_options`; the registry's ``bidding=auto`` passes the rule-based
+    player).
     """
 
     name = "search"
@@ -222,18 +234,61 @@ class SearchAgent(Agent):
         bidding: Agent | None = None,
         seed: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        fallback: Agent | None = None,
     ) -> None:
         config = config or SearchConfig()
+        self.given = config
+        """The config as given (``infer`` unresolved), kept to resolve it again when the
+        bidding agent changes (:meth:`set_options`)."""
         self.config = replace(config, infer=config.infer_for(bidding))
         self.bidding = bidding
+        self.preferred = bidding
+        """The bidding agent asked for; :attr:`bidding` is :attr:`fallback` while the
+        options are ones it cannot play."""
+        self.fallback = fallback
         self.rng = np.random.default_rng(seed)
         self.clock = clock
         self.stats = SearchStats()
 
     def reset(self, seed: int | None = None) -> None:
         self.rng = np.random.default_rng(seed)
-        if self.bidding is not None:
-            self.bidding.reset(seed)
+        for bidder in (self.preferred, self.fallback):
+            if bidder is not None:
+                bidder.reset(seed)
+
+    def set_options(self, options: Options) -> None:
+        """Play the game of ``options``: its variants are simulated in the search (obligada
+        play: :attr:`obligada`) and passed to the bidding agent. When the bidding agent
+        refuses them (:class:`~agents.base.UnsupportedVariant`), :attr:`fallback` bids
+        instead if there is one, else this agent refuses too, naming its bidding agent;
+        nothing changes on a refusal."""
+        if not isinstance(options, Options):
+            super().set_options(options)  # the TypeError naming what was passed
+        bidder = self.preferred
+        if bidder is not None:
+            try:
+                bidder.set_options(options)
+            except UnsupportedVariant as e:
+                if self.fallback is None:
+                    raise UnsupportedVariant(
+                        self.name,
+                        e.variants,
+                        f"agent {self.name!r} cannot play these options: its bidding agent "
+                        f"refuses them ({e}); choose one that can, e.g. "
+                        "search:bidding=rule",
+                    ) from e
+                self.fallback.set_options(options)
+                bidder = self.fallback
+        super().set_options(options)
+        if bidder is not self.bidding:
+            self.config = replace(self.given, infer=self.given.infer_for(bidder))
+            self.bidding = bidder
+
+    @property
+    def obligada(self) -> bool:
+        """Whether the game the agent was told about (:meth:`set_options`) is played with
+        obligada: the rollouts, the solver and the sampler then follow it."""
+        return self.options is not None and self.options.obligada
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
         legal = bits_from_mask(action_mask)
@@ -248,10 +303,17 @@ class SearchAgent(Agent):
             return legal.bit_length() - 1
         prior = None
         if self.bidding is not None and (self.config.infer or 0) > 1:
-            prior = BiddingPrior(self.bidding, observation, view).weights
+            prior = BiddingPrior(self.bidding, observation, view, self.options).weights
         self.stats = SearchStats()
         return choose_card(
-            view, legal, self.config, self.rng, clock=self.clock, stats=self.stats, prior=prior
+            view,
+            legal,
+            self.config,
+            self.rng,
+            clock=self.clock,
+            stats=self.stats,
+            prior=prior,
+            obligada=self.obligada,
         )
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
@@ -291,6 +353,7 @@ def choose_card(
     clock: Callable[[], float] = time.perf_counter,
     stats: SearchStats | None = None,
     prior: Callable[[Sequence[dict[int, int]]], np.ndarray | None] | None = None,
+    obligada: bool = False,
 ) -> int:
     """The legal card with the best mean result over sampled deals (relative seats: 0 me).
 
@@ -304,15 +367,17 @@ def choose_card(
     clock starts before sampling: deals are drawn a chunk at a time (:data:`DEAL_CHUNK_MAX`)
     and the search stops once 90% of the budget is spent, read after every sample and before
     every further card; a sample cut short is dropped, and the first sample is always
-    finished (so there is always a choice).
+    finished (so there is always a choice). ``obligada``: the game is played with obligada
+    (RULES.md, Variants), in the deals sampled and in the play simulated on them.
     """
     start = clock()
     trick = [
         ((view.leader + k) & 3, view.trick[(view.leader + k) & 3]) for k in range(view.n_trick)
     ]
     # What the current trick proves: a seat that let an opponent's card stand holds nothing
-    # that beats it (earlier tricks are not in the observation; their voids are).
-    absent = known_absent([(0, TRUMP_BASE + view.trump), *trick])
+    # that beats it (nor, under obligada, a weaker card of the suit than the one it played);
+    # earlier tricks are not in the observation, their voids are.
+    absent = known_absent([(0, TRUMP_BASE + view.trump), *trick], obligada)
     hidden = HiddenDeal(view.unseen, (1, 2, 3), view.sizes[1:], view.voids[1:], absent[1:])
     in_play = view.unseen | view.hand | sum(1 << c for _, c in trick)
     groups = card_groups(legal, in_play)
@@ -334,7 +399,7 @@ def choose_card(
     done = 0
     for dealt in deals:
         hands = [view.hand, dealt[1], dealt[2], dealt[3]]
-        solver = Solver(view.trump)
+        solver = Solver(view.trump, obligada)
         if tricks_left <= config.endgame:
             values = solver.best_moves(hands, 0, trick)
         else:
@@ -342,7 +407,9 @@ def choose_card(
             for k, c in enumerate(candidates):
                 if k and done and spent():
                     break  # out of time within a sample: drop it
-                values[c] = _rollout_value(hands, trick, c, view.trump, config.endgame, solver)
+                values[c] = _rollout_value(
+                    hands, trick, c, view.trump, config.endgame, solver, obligada
+                )
             if len(values) < len(candidates):
                 break
         for c in candidates:
@@ -406,15 +473,23 @@ class BiddingPrior:
     likely the action it took was; the product over those decisions (plus a floor
     :attr:`FLOOR`, so that no consistent deal is ruled out by a model of the others) is the
     deal's weight. Observations come from :func:`~butifarra_env.core.observation.encode` of one
-    rebuilt game, with only the ``hand`` field replaced per deal.
+    rebuilt game, with only the ``hand`` field replaced per deal; its variants are those of
+    ``options`` (what the agent was told; the observation does not carry them).
     """
 
     FLOOR = 0.02
 
-    def __init__(self, policy: Agent, observation: np.ndarray, view: View) -> None:
+    def __init__(
+        self,
+        policy: Agent,
+        observation: np.ndarray,
+        view: View,
+        options: Options | None = None,
+    ) -> None:
         self.policy = policy
         self.observation = observation
         self.view = view
+        self.options = options
 
     def weights(self, deals: Sequence[dict[int, int]]) -> np.ndarray | None:
         view = self.view
@@ -431,7 +506,7 @@ class BiddingPrior:
         ]
         scores = field(self.observation, "match_scores")
         game = Game(
-            _options(self.observation),
+            _options(self.observation, self.options),
             view.dealer,
             list(initial[0]),
             int(field(self.observation, "hand_number")[0]),
@@ -455,13 +530,19 @@ class BiddingPrior:
 _CARD_SHIFTS = np.arange(N_CARDS, dtype=np.uint64)
 
 
-def _options(observation: np.ndarray) -> Options:
-    """The game options an observation shows (what bidding observations carry)."""
+def _options(observation: np.ndarray, told: Options | None = None) -> Options:
+    """The game options an observation shows (what bidding observations carry), with the
+    variants of ``told`` (the options the agent was told: the observation has no variant)."""
     target = int(field(observation, "target_score")[0])
+    top = int(field(observation, "max_doubling_level")[0])
+    cap = None if told is None else told.butifarra_max_doubling_level
     return Options(
         target_score=target or None,
-        max_doubling_level=int(field(observation, "max_doubling_level")[0]),
+        max_doubling_level=top,
         butifarra_base=int(field(observation, "butifarra_base")[0]),
+        obligada=told is not None and told.obligada,
+        linear_doubling=told is not None and told.linear_doubling,
+        butifarra_max_doubling_level=None if cap is None else min(cap, top),
     )
 
 
@@ -487,9 +568,11 @@ def _rollout_value(
     trump: int,
     endgame: int,
     solver: Solver,
+    obligada: bool = False,
 ) -> int:
     """My team's points from now if I play ``card``: heuristic full-information play until
-    ``endgame`` tricks are left, then the exact double-dummy result."""
+    ``endgame`` tricks are left, then the exact double-dummy result (``obligada``: the
+    variant's legal cards, as the solver's)."""
     h = list(hands)
     h[0] ^= 1 << card
     trick = [*trick, (0, card)]
@@ -506,7 +589,7 @@ def _rollout_value(
             state, n, pts = EMPTY_TRICK, 0, 0
             if (h[0] | h[1] | h[2] | h[3]).bit_count() <= 4 * endgame:
                 return gained + solver.solve(h, seat)
-        c = _greedy_play(h, seat, n, state, trump, beat)
+        c = _greedy_play(h, seat, n, state, trump, beat, obligada)
         h[seat] ^= 1 << c
         state = add_to_trick(state, seat, c, trump)
         n, pts = n + 1, pts + POINTS[c]
@@ -514,21 +597,33 @@ def _rollout_value(
 
 
 def _greedy_card(
-    h: list[int], seat: int, trick: list[tuple[int, int]], trump: int, beat: Sequence[int]
+    h: list[int],
+    seat: int,
+    trick: list[tuple[int, int]],
+    trump: int,
+    beat: Sequence[int],
+    obligada: bool = False,
 ) -> int:
     """A quick full-information heuristic: take the trick cheaply when the card will hold,
-    load points on a partner's sure trick, otherwise play the cheapest card."""
-    return _greedy_play(h, seat, len(trick), trick_state(trick, trump), trump, beat)
+    load points on a partner's sure trick, otherwise play the cheapest card (among the legal
+    cards, obligada's when ``obligada``)."""
+    return _greedy_play(h, seat, len(trick), trick_state(trick, trump), trump, beat, obligada)
 
 
 def _greedy_play(
-    h: list[int], seat: int, n: int, state: TrickState, trump: int, beat: Sequence[int]
+    h: list[int],
+    seat: int,
+    n: int,
+    state: TrickState,
+    trump: int,
+    beat: Sequence[int],
+    obligada: bool = False,
 ) -> int:
     """:func:`_greedy_card` on a trick of ``n`` cards given by its state (the rollouts keep
     the state card by card instead of folding the trick again for every card)."""
     led, win, win_seat = state
     partner_wins = partner_winning(win_seat, seat)
-    legal = legal_cards(h[seat], led, win, partner_wins, trump)
+    legal = legal_cards(h[seat], led, win, partner_wins, trump, obligada)
     if not legal & (legal - 1):
         return legal.bit_length() - 1
     n_left = 3 - n  # players after me in this trick

@@ -98,8 +98,16 @@ class Table:
         self.hands_done: list[Game] = []
         self.probs_done: list[list[ProbsEntry]] = []
 
-    def start(self, game: Game) -> None:
-        """Sit down to a new hand (the observer and the probabilities start afresh)."""
+    def start(self, game: Game, agents: Sequence[Agent | None] | None = None) -> None:
+        """Sit down to a new hand (the observer and the probabilities start afresh). With
+        ``agents`` (those the table is played with), each seated one is first told the hand's
+        options (:meth:`~agents.base.Agent.set_options`): one that cannot play them raises
+        :class:`~agents.base.UnsupportedVariant` here, before any move."""
+        if agents is not None:
+            for index in sorted({i for i in self.seat_agent if i is not None}):
+                agent = agents[index]
+                if agent is not None:
+                    agent.set_options(game.options)
         self.game = game
         self.observer.reset(game)
         self.probs = []
@@ -243,7 +251,7 @@ def play_tables(
                 f"play_tables plays agents only; {t.label or 'a table'} has a seat "
                 "played from outside"
             )
-    live = [t for t in tables if _start_next(t, next_game)]
+    live = [t for t in tables if _start_next(t, next_game, agents)]
     while live:
         groups: dict[int, list[T]] = {}
         for t in live:
@@ -269,14 +277,16 @@ def play_tables(
             if t.game.is_over:
                 t.hands_done.append(t.game)
                 t.probs_done.append(t.probs)
-        live = [t for t in live if not t.game.is_over or _start_next(t, next_game)]
+        live = [t for t in live if not t.game.is_over or _start_next(t, next_game, agents)]
 
 
-def _start_next(t: T, next_game: Callable[[T], Game | None]) -> bool:
+def _start_next(
+    t: T, next_game: Callable[[T], Game | None], agents: Sequence[Agent] | None = None
+) -> bool:
     g = next_game(t)
     if g is None:
         return False
-    t.start(g)
+    t.start(g, agents)  # the agents are told the options before the hand's first decision
     return True
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from agents.base import Agent
 from agents.table import AgentError, Table, table_record
+from butifarra.arguments import multiplier_text, variant_labels
 from butifarra_env.core.actions import (
     BUTIFARRA,
     DELEGATE,
@@ -42,6 +43,7 @@ from butifarra_env.core.cards import (
     N_CARDS,
     POINTS,
     SUIT,
+    SUIT_MASK,
     SUIT_NAMES,
     card_long_name,
     card_name,
@@ -62,6 +64,7 @@ from butifarra_env.core.rules import (
     Match,
     draw_dealer,
     legal_card_rule,
+    lowest_card,
     multiplier,
     random_deal,
 )
@@ -127,13 +130,22 @@ def seat_label(seat: int, me: int) -> str:
     return ("you", "right opponent", "partner", "left opponent")[rel] + f" (seat {seat})"
 
 
+def rules_text(options: Options) -> str:
+    """The variants played, for the contract line ("" for the rules of RULES.md)."""
+    labels = variant_labels(options)
+    return f"rules: {', '.join(labels)}" if labels else ""
+
+
 def contract_text(game: Game) -> str:
+    rules = rules_text(game.options)
     if game.trump == TRUMP_UNSET:
-        return "trump not chosen yet"
+        return "trump not chosen yet" + (f" ({rules})" if rules else "")
     what = "butifarra (no trump)" if game.trump == NO_TRUMP else f"trump {SUIT_NAMES[game.trump]}"
     dbl = f", {DOUBLING_NAMES[game.level]}" if game.level else ""
     deleg = ", delegated" if game.delegated else ""
-    return f"{what} (chosen by seat {game.chooser}{deleg}){dbl}, multiplier x{game.multiplier}"
+    mult = multiplier_text(game.options, game.trump, game.level)
+    text = f"{what} (chosen by seat {game.chooser}{deleg}){dbl}, multiplier {mult}"
+    return f"{text}; {rules}" if rules else text
 
 
 def _tricks(n: int) -> str:
@@ -198,6 +210,15 @@ def explain_illegal_card(game: Game, seat: int, card: int) -> str:
     rule = legal_card_rule(hand, led, win, game.partner_winning(seat), trump)
     if rule in (2, 3) and SUIT[card] != led:  # rules 2 and 3: follow suit when able
         return f"you must follow suit: {SUIT_NAMES[led]} was led and you hold some; {legal_txt}"
+    if rule == 3 and game.options.obligada and not (game.legal >> card) & 1:
+        lowest = lowest_card(hand & SUIT_MASK[led])
+        if game.legal == lowest:  # nothing of the suit beats it: obligada forces the lowest
+            low = lowest.bit_length() - 1
+            return (
+                f"an opponent is winning with {card_name(win)} and you cannot beat it: under "
+                f"obligada you must play your lowest card of the led suit, {card_name(low)} "
+                f"({card_long_name(low)}); {legal_txt}"
+            )
     if rule == 3:  # a card of the led suit that does not beat the opponent's
         return (
             f"an opponent is winning with {card_name(win)}: you must beat it with a higher "
@@ -300,7 +321,8 @@ def butifarra_multiplier(game: Game) -> int:
 def _bid_options(game: Game) -> list[tuple[int, str]]:
     if game.phase == PHASE_DOUBLING:
         raise_name = DOUBLING_NAMES[game.level + 1]
-        return [(DOUBLE, f"{raise_name} (double, x{game.multiplier * 2})"), (PASS, "pass (bé)")]
+        raised = multiplier_text(game.options, game.trump, game.level + 1)
+        return [(DOUBLE, f"{raise_name} (double, {raised})"), (PASS, "pass (bé)")]
     choices = [(TRUMP_BASE + s, SUIT_NAMES[s]) for s in range(4)]
     choices.append((BUTIFARRA, f"butifarra (no trump, x{butifarra_multiplier(game)})"))
     if game.phase == PHASE_CHOOSE_TRUMP:
@@ -410,6 +432,27 @@ HELP = """How to answer:
   doubling: contrar / double (raise the stake) | pass / bé
   help: this text   hand: show the table again   quit: leave"""
 
+RULES_HELP = {
+    "obligada": "obligada: when you follow suit under an opponent's card and cannot beat it, "
+    "you must play your lowest card of the led suit",
+    "linear doubling": "linear doubling: each raise multiplies by x1 x2 x3 x4 x5 along the "
+    "chain (not x1 x2 x4 x8 x16)",
+}
+"""A line of :func:`help_text` per variant label that needs explaining."""
+
+
+def help_text(options: Options) -> str:
+    """:data:`HELP`, then the variants played and what they change (docs/RULES.md)."""
+    lines = [HELP]
+    labels = variant_labels(options)
+    if labels:
+        lines.append(f"  rules of this game: {', '.join(labels)}")
+        for label in labels:
+            cap = options.butifarra_max_doubling_level
+            top = "no doubling" if cap == 0 else f"at most {DOUBLING_NAMES[cap or 0]}"
+            lines.append("    " + RULES_HELP.get(label, f"{label}: a butifarra hand has {top}"))
+    return "\n".join(lines)
+
 
 def play(
     human_seat: int,
@@ -428,8 +471,10 @@ def play(
 
     Every argument is checked first (ValueError naming it), the ``save`` file too
     (:func:`~butifarra_env.records.files.check_record_file`), so a bad one fails before the first
-    hand. Each hand's record goes to ``save`` (:class:`RecordSaver`: elsewhere, said where,
-    when that file fails mid-game); leaving mid-hand saves the hand so far.
+    hand; so does an agent that cannot play the ``options``' variants
+    (:class:`~agents.base.UnsupportedVariant`, from :meth:`~agents.base.Agent.set_options`).
+    Each hand's record goes to ``save`` (:class:`RecordSaver`: elsewhere, said where, when
+    that file fails mid-game); leaving mid-hand saves the hand so far.
 
     Returns the process exit status: 0 when the hands were played or the person left,
     130 after Ctrl-C, 1 when an agent failed.
@@ -455,10 +500,12 @@ def play(
             check_record_file(save)
         except (OSError, ValueError) as e:
             raise ValueError(f"save: {_reason(e)}") from None
+    options = options or Options()
+    for agent in agents.values():  # an agent that cannot play the variants refuses now
+        agent.set_options(options)
     console = Console(inp or _lenient(sys.stdin), out or _lenient(sys.stdout))
     say = console.say
     saver = None if save is None else RecordSaver(save, say)
-    options = options or Options()
     rng = np.random.default_rng(seed)
     drawn = draw_dealer(rng, None)  # drawn either way, so the cards depend on the seed alone
     match = Match(options.target_score or UNREACHABLE_TARGET, drawn if dealer is None else dealer)
@@ -486,6 +533,9 @@ def play(
             f"{left} ({players[left]}). Type 'help' for how to answer."
         )
         say(f"Deal seed {seed} (--seed {seed} deals these cards again).")
+        if variant_labels(options):
+            labels = ", ".join(variant_labels(options))
+            say(f"Variants: {labels} (type 'help' for what they change).")
         for _ in range(n_hands):
             hand_dealer = match.dealer
             game = Game(
@@ -553,7 +603,7 @@ def _play_hand(
     person's seat waits for a line typed (:func:`_ask`); each move is said as it is made."""
     say = console.say
     roster = [agents.get(s) for s in range(4)]
-    table.start(game)
+    table.start(game, roster)  # the agents are told the options (a refusal: before any move)
     shown_hand = False
 
     def ask_person(_table: Table) -> int:
@@ -597,7 +647,7 @@ def _ask(game: Game, seat: int, console: Console) -> int:
         if t in _QUIT_WORDS:
             raise QuitGame
         if t in _HELP_WORDS:
-            say(HELP)
+            say(help_text(game.options))
             continue
         if t in ("hand", "show", "table"):
             say(render_view(game, seat))
@@ -610,6 +660,8 @@ def _ask(game: Game, seat: int, console: Console) -> int:
 
 __all__ = [
     "HELP",
+    "contract_text",
+    "help_text",
     "RecordSaver",
     "append_record",
     "butifarra_multiplier",

@@ -68,6 +68,7 @@ SLOW = {
     "tests/test_arena.py::test_results_depend_on_the_seed_not_on_the_worker_count",
     "tests/test_arena.py::test_match_results_do_not_depend_on_the_worker_count",
     "tests/test_eval.py::test_results_do_not_depend_on_the_number_of_workers",
+    "tests/test_variants_agents.py::test_a_ppo_spec_refuses_a_variant_unless_allowed",
     # many random hands against a reference
     "tests/test_rule_torch.py::test_torch_decides_like_decide_batch_on_many_hands",
     "tests/test_rule_torch.py::test_torch_decides_like_decide_batch_in_every_phase",

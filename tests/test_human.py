@@ -16,20 +16,24 @@ import numpy as np
 import pytest
 
 from agents import Agent, RandomAgent, RuleBasedAgent
+from agents.base import UnsupportedVariant
 from butifarra.cli import main
 from butifarra.play import (
+    HELP,
     append_record,
+    contract_text,
     explain_illegal_card,
     hand_record,
+    help_text,
     parse_choice,
     play,
     render_view,
 )
 from butifarra_env.core.actions import BUTIFARRA, DELEGATE, DOUBLE, PASS, TRUMP_BASE
-from butifarra_env.core.cards import parse_card
+from butifarra_env.core.cards import SUIT_MASK, card_name, cards_of, parse_card
 from butifarra_env.core.game import Game
 from butifarra_env.core.options import Options
-from butifarra_env.core.rules import NO_TRUMP, random_deal
+from butifarra_env.core.rules import NO_TRUMP, lowest_card, random_deal
 from butifarra_env.envs.replay import replay
 from butifarra_env.records import load_records
 from tests.helpers import play_position
@@ -450,3 +454,83 @@ def test_an_ascii_terminal_and_stray_bytes_give_no_traceback(tmp_path: Path) -> 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert b"Traceback" not in proc.stderr and b"Hand over:" in proc.stdout
+
+
+# --------------------------------------------------------------------------- variants
+VARIANTS = Options(obligada=True, linear_doubling=True, butifarra_max_doubling_level=2)
+
+
+def test_under_obligada_the_lowest_card_of_the_led_suit_is_explained() -> None:
+    """A position (found by random play) where the mover follows suit under an opponent's
+    card it cannot beat: the other cards of the suit are refused, naming the lowest one."""
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        game = Game(Options(obligada=True), 0, random_deal(rng, 0))
+        while not game.is_over:
+            seat = game.to_move
+            led = game.led_suit if game.cards_in_trick else None
+            follow = game.hands[seat] & SUIT_MASK[led] if led is not None else 0
+            if follow.bit_count() > 1 and game.legal == lowest_card(follow):
+                low = game.legal.bit_length() - 1
+                other = max(cards_of(follow & ~game.legal))
+                action, why = parse_choice(game, seat, card_name(other))
+                assert action is None
+                forced = "under obligada you must play your lowest card of the led suit"
+                assert f"{forced}, {card_name(low)}" in why
+                assert why.endswith(f"legal now: {card_name(low)}")
+                return
+            legal = cards_of(game.legal)
+            game.step(legal[int(rng.integers(len(legal)))])
+    raise AssertionError("no forced obligada play in 60 random hands")
+
+
+def test_the_contract_and_the_help_say_the_variants() -> None:
+    game = fresh_game(options=VARIANTS)
+    rules = "rules: obligada, linear doubling, butifarra: no Sant Vicenç"
+    assert contract_text(game) == f"trump not chosen yet ({rules})"
+    game.step(TRUMP_BASE)  # oros
+    game.step(DOUBLE)
+    game.step(DOUBLE)  # recontrar: x3 with linear doubling
+    assert contract_text(game).endswith(
+        f"recontrar, multiplier x3 (1 x 3, linear doubling); {rules}"
+    )
+    help_lines = help_text(VARIANTS)
+    assert "play your lowest card of the led suit" in help_lines
+    assert "x1 x2 x3 x4 x5" in help_lines and "at most recontrar" in help_lines
+    assert help_text(Options()) == HELP
+    assert "rules" not in contract_text(fresh_game())
+
+
+def test_butifarra_play_command_with_variant_flags(tmp_path: Path) -> None:
+    save = tmp_path / "rec.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from butifarra.cli import main; sys.exit(main())",
+         "play", "--seed", "4", "--dealer", "0", "--opponents", "random", "--save", str(save),
+         "--obligada", "--linear-doubling", "--butifarra-max-doubling", "2"],
+        input=script("oros"), capture_output=True, text=True, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Variants: obligada, linear doubling, butifarra: no Sant Vicenç" in proc.stdout
+    (record,) = load_records(save)
+    assert Options.from_dict(record["options"]) == VARIANTS
+    assert replay(record).game.options == VARIANTS
+    bad = subprocess.run(
+        [sys.executable, "-c", "import sys; from butifarra.cli import main; sys.exit(main())",
+         "play", "--butifarra-max-doubling", "5"],
+        input="", capture_output=True, text=True, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert (
+        bad.returncode == 2
+        and "--butifarra-max-doubling: expected an integer from 0 to 4" in bad.stderr
+    )
+
+
+def test_an_agent_that_cannot_play_a_variant_refuses_before_the_first_hand() -> None:
+    class DefaultRulesOnly(RandomAgent):
+        supported_variants = frozenset()
+
+    agents: dict[int, Agent] = {1: DefaultRulesOnly(1), 2: RuleBasedAgent(), 3: RandomAgent(3)}
+    out = io.StringIO()
+    with pytest.raises(UnsupportedVariant, match="agent 'random' cannot play obligada"):
+        play(0, agents, options=Options(obligada=True), inp=io.StringIO(""), out=out)
+    assert out.getvalue() == ""  # refused before anything was dealt or said

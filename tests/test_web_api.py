@@ -91,10 +91,10 @@ def play_out(client: TestClient, gid: str, view: dict[str, Any], check=None) -> 
 # --------------------------------------------------------------------------- privacy
 VIEW_KEYS = {
     "phase", "to_move", "dealer", "trump", "chooser", "delegated", "level", "level_name",
-    "multiplier", "team_points", "team_tricks", "counts", "trick", "trick_leader", "n_actions",
-    "setup", "players", "deal", "hand_number", "match_scores", "target", "hand", "legal",
-    "next_double", "butifarra_multiplier", "tricks", "log", "over", "result", "saved",
-    "duplicate", "match",
+    "multiplier", "multiplier_text", "rules", "team_points", "team_tricks", "counts", "trick",
+    "trick_leader", "n_actions", "setup", "players", "deal", "hand_number", "match_scores",
+    "target", "hand", "legal", "next_double", "next_multiplier", "butifarra_multiplier",
+    "tricks", "log", "over", "result", "saved", "duplicate", "match",
 }  # fmt: skip
 EVENT_KEYS = {"seat", "action", "text", "state", "trick_done"}
 
@@ -335,6 +335,11 @@ def test_deep_nesting_within_the_size_limit_is_refused(client: TestClient) -> No
         ({"seed": 7}, "a page cannot choose the deals"),
         ({"bot": None}, "bot must be one of"),
         ({"hands": [[1, 2, 3]]}, "unknown setup field"),
+        ({"obligada": "yes"}, "obligada must be True or False, got 'yes'"),
+        ({"linear_doubling": 1}, "linear_doubling must be True or False, got 1"),
+        ({"butifarra_max_doubling_level": 5}, "butifarra_max_doubling_level must be an int 0-4"),
+        ({"butifarra_max_doubling_level": "2"}, "butifarra_max_doubling_level must be an int"),
+        ({"variants": {"obligada": True}}, "unknown setup field"),
     ],
 )
 def test_bad_setups_are_400_naming_the_field(client: TestClient, setup: dict, match: str) -> None:
@@ -342,6 +347,86 @@ def test_bad_setups_are_400_naming_the_field(client: TestClient, setup: dict, ma
     assert r.status_code == 400
     assert match in r.json()["error"]
     assert len(client.app.state.store) == 0  # type: ignore[attr-defined]
+
+
+VARIANTS: dict[str, Any] = {
+    "obligada": True,
+    "linear_doubling": True,
+    "butifarra_max_doubling_level": 2,
+}
+VARIANT_LABELS = ["obligada", "linear doubling", "butifarra: no Sant Vicenç"]
+
+
+def test_variants_chosen_by_the_page_are_played_shown_and_recorded(tmp_path: Path) -> None:
+    """The variants of a new game reach the engine, every agent at the table (before the
+    first deal), the contract the page shows, the record and the replay viewer."""
+    client = make_client(tmp_path)
+    gid, body = new_game(client, seat=1, mode="duplicate", bot="rule", **VARIANTS)
+    table = table_of(client, gid)
+    expected = Options(**VARIANTS)
+    assert table.options == expected == table.hand.game.options
+    agents = [*table.agents.values(), *table.shadow_agents.values()]
+    assert len(agents) == 3 + 4 and all(a.options == expected for a in agents)
+    assert body["view"]["setup"]["variants"] == VARIANTS
+    assert body["view"]["rules"] == VARIANT_LABELS
+    assert all(e["state"]["rules"] == VARIANT_LABELS for e in body["events"])
+    asked_to_double = []
+
+    def check(body: dict[str, Any]) -> None:
+        v = body["view"]
+        if v["phase"] == "doubling" and v["to_move"] == 1:
+            asked_to_double.append(v)
+            assert v["next_multiplier"] == expected.multiplier(v["trump"], v["level"] + 1)
+        elif v["trump"] is not None:
+            assert v["next_multiplier"] is None
+            assert v["multiplier_text"].startswith(f"x{v['multiplier']}")
+
+    view = play_out(client, gid, body["view"], check)
+    assert view["rules"] == VARIANT_LABELS and view["saved"] == 2
+    human, bot = load_records(tmp_path / "games.jsonl")
+    for record in (human, bot):
+        assert {k: record["options"][k] for k in VARIANTS} == VARIANTS
+        game = replay(record).game  # every move checked under the record's options
+        assert game.options == expected and game.result() == record["result"]
+    listed = client.get("/api/records").json()["records"]
+    assert [r["rules"] for r in listed] == [VARIANT_LABELS, VARIANT_LABELS]
+    frames = client.get("/api/records/0").json()["frames"]
+    assert all(f["rules"] == VARIANT_LABELS for f in frames)
+    if frames[-1]["level"] >= 2:
+        assert "linear doubling" in frames[-1]["multiplier_text"]
+
+
+def test_a_game_with_an_agent_that_cannot_play_the_variants_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that cannot play a chosen variant refuses when the game is made: 400 naming
+    it and the variant, no game kept; the same agent plays the default rules."""
+    from agents.base import UnsupportedVariant
+    from agents.random_agent import RandomAgent
+    from agents.registry import AGENT_FACTORIES
+
+    class DefaultRulesOnly(RandomAgent):
+        name = "strict"
+        supported_variants = frozenset()
+
+    monkeypatch.setitem(AGENT_FACTORIES, "strict", lambda arg, seed: DefaultRulesOnly(seed))
+    config = ServerConfig(
+        records_path=str(tmp_path / "games.jsonl"),
+        seed=7,
+        agents=("rule", "strict"),
+        allowed_hosts=HOSTS,
+    )
+    client = TestClient(create_app(config), raise_server_exceptions=False)
+    for setup in ({"partner": "strict"}, {"mode": "duplicate", "bot": "strict"}):
+        r = client.post("/api/games", json={**setup, "obligada": True})
+        assert r.status_code == 400, r.text
+        assert "agent 'strict' cannot play obligada" in r.json()["error"]
+        assert len(client.app.state.store) == 0  # type: ignore[attr-defined]
+    r = client.post("/api/games", json={"partner": "strict", "linear_doubling": True})
+    assert r.status_code == 400 and "linear doubling" in r.json()["error"]
+    ok = client.post("/api/games", json={"partner": "strict", "obligada": False})
+    assert ok.status_code == 201, ok.text
+    assert issubclass(UnsupportedVariant, ValueError)
 
 
 def test_unknown_and_malformed_ids_and_routes(client: TestClient) -> None:

@@ -42,6 +42,7 @@ from butifarra.web.tables import Table, deal_for, parse_setup  # noqa: E402
 from butifarra_env import butifarra_v0  # noqa: E402
 from butifarra_env.core.actions import DOUBLE, PASS, TRUMP_BASE  # noqa: E402
 from butifarra_env.core.cards import cards_of, sort_key  # noqa: E402
+from butifarra_env.core.options import Options  # noqa: E402
 from butifarra_env.records import append_records, load_records  # noqa: E402
 
 AGENTS = ["rule", "random"]
@@ -139,7 +140,25 @@ def server_table(server: BackgroundServer, gid: str) -> Table:
     return server.app.state.store.games[gid]
 
 
-def start_game(driver: WebDriver, server: BackgroundServer, seat: int, setup=SETUP) -> str:
+def choose_variants(driver: WebDriver, variants: dict[str, Any]) -> None:
+    """Set the setup form's rules: each checkbox on or off, the butifarra cap ("" = none)."""
+    for name in ("obligada", "linear_doubling"):
+        box = driver.find_element(By.NAME, name)
+        if box.is_selected() != bool(variants.get(name, False)):
+            box.click()
+    cap = variants.get("butifarra_max_doubling_level")
+    Select(driver.find_element(By.NAME, "butifarra_max_doubling_level")).select_by_value(
+        "" if cap is None else str(cap)
+    )
+
+
+def start_game(
+    driver: WebDriver,
+    server: BackgroundServer,
+    seat: int,
+    setup=SETUP,
+    variants: dict[str, Any] | None = None,
+) -> str:
     driver.get(server.url + "?pause=0")
     shown = wait(
         driver,
@@ -155,6 +174,7 @@ def start_game(driver: WebDriver, server: BackgroundServer, seat: int, setup=SET
     Select(driver.find_element(By.NAME, "right")).select_by_value(setup["opponents"][0])
     Select(driver.find_element(By.NAME, "left")).select_by_value(setup["opponents"][1])
     Select(driver.find_element(By.NAME, "bot")).select_by_value(setup["bot"])
+    choose_variants(driver, variants or {})
     driver.find_element(By.ID, "start").click()
     wait_idle(driver)
     return game_id(driver)
@@ -296,6 +316,46 @@ def test_two_browsers_do_not_see_each_other(
         )
     finally:
         other.quit()
+
+
+def test_variants_chosen_on_the_page_are_shown_in_the_contract_panel(
+    browser: WebDriver, server: BackgroundServer, seeded: tuple[int, int]
+) -> None:
+    """Obligada and linear doubling (and no Sant Vicenç in butifarra) ticked on the form:
+    the server's table plays them, the contract panel names them, the multiplier follows
+    them, and the next setup form remembers them."""
+    _, seat = seeded
+    chosen: dict[str, Any] = {
+        "obligada": True,
+        "linear_doubling": True,
+        "butifarra_max_doubling_level": 2,
+    }
+    gid = start_game(browser, server, seat, variants=chosen)
+    table = server_table(server, gid)
+    assert table.options == Options(**chosen) == table.hand.game.options
+    contract = browser.find_element(By.ID, "contract")
+    wait(browser, lambda d: "Rules" in contract.text, "no rules in the contract panel")
+    assert "obligada, linear doubling, butifarra: no Sant Vicenç" in contract.text
+    for _ in range(40):  # the person's bids until the contract has a multiplier
+        wait_idle(browser)
+        view = table.view()
+        if view["trump"] is not None or view["over"]:
+            break
+        if view["phase"] == "doubling":  # the raise is priced by the linear chain
+            raise_button = browser.find_element(By.CSS_SELECTOR, f'#bids [data-action="{DOUBLE}"]')
+            assert f"(x{view['next_multiplier']})" in raise_button.text
+        action = scripted_choice(view, True)
+        browser.find_element(By.CSS_SELECTOR, f'#bids button[data-action="{action}"]').click()
+    wait_idle(browser)
+    view = table.view()
+    assert f"Multiplier\n{view['multiplier_text']}" in contract.text
+    browser.find_element(By.ID, "new-game").click()  # the form keeps the rules chosen
+    assert browser.find_element(By.NAME, "obligada").is_selected()
+    assert browser.find_element(By.NAME, "linear_doubling").is_selected()
+    cap = browser.find_element(By.NAME, "butifarra_max_doubling_level")
+    assert Select(cap).first_selected_option.get_attribute("value") == "2"
+    choose_variants(browser, {})
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
 
 
 # --------------------------------------------------------------------------- replay

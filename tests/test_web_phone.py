@@ -222,7 +222,10 @@ def trick_cards_clear_of_seats(driver: WebDriver, root: str) -> None:
 
 
 # --------------------------------------------------------------------------- the play page
-def start_game(b: Browser, srv: BackgroundServer, seat: int) -> None:
+def start_game(
+    b: Browser, srv: BackgroundServer, seat: int, variants: tuple[str, ...] = ()
+) -> None:
+    """Fill in the setup form (the checkboxes named in ``variants`` ticked) and deal."""
     driver = b.driver
     driver.get(srv.url + "?pause=0")
     wait(driver, lambda d: d.find_element(By.ID, "setup").is_displayed(), "no setup form")
@@ -233,6 +236,12 @@ def start_game(b: Browser, srv: BackgroundServer, seat: int) -> None:
     Select(driver.find_element(By.NAME, "right")).select_by_value(SETUP["opponents"][0])
     Select(driver.find_element(By.NAME, "left")).select_by_value(SETUP["opponents"][1])
     Select(driver.find_element(By.NAME, "bot")).select_by_value(SETUP["bot"])
+    for name in variants:
+        box = driver.find_element(By.NAME, name)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", box)
+        box.click()
+    if variants:
+        check_layout(b)  # the rules ticked: the form still fits
     start = driver.find_element(By.ID, "start")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", start)
     start.click()
@@ -286,6 +295,25 @@ def test_every_stage_of_a_hand_fits_the_screen(
     assert box["height"] <= box["vh"], box  # the whole dialog fits on the screen at once
     check_shot(b, tmp_path, "hand-over")
     assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_the_rules_fit_in_the_contract_panel(
+    browser: Browser, server: tuple[BackgroundServer, int, int], tmp_path: Path
+) -> None:
+    """Obligada and linear doubling chosen on the form: the contract panel says so, and the
+    page (the longer contract text included) still fits the screen."""
+    srv, _, seat = server
+    b, driver = browser, browser.driver
+    start_game(b, srv, seat, variants=("obligada", "linear_doubling"))
+    contract = driver.find_element(By.ID, "contract")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", contract)
+    assert "obligada, linear doubling" in contract.text
+    check_layout(b)
+    check_shot(b, tmp_path, "rules")
+    box = driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return {l: r.left, r: r.right};", contract
+    )
+    assert box["l"] >= 0 and box["r"] <= b.width, box
 
 
 # --------------------------------------------------------------------------- the replay viewer

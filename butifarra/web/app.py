@@ -404,7 +404,10 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         def build() -> Table:
             return Table(setup, maker, records, deals=deals, number=next_number())
 
-        table = await run_in_threadpool(build)
+        try:
+            table = await run_in_threadpool(build)
+        except ValueError as e:  # an agent that cannot play the chosen variants refuses
+            raise HTTPException(400, str(e)) from None
         try:
             gid = store.add(table)
         except ServerFull:

@@ -25,12 +25,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from butifarra.arguments import multiplier_text, variant_labels
 from butifarra_env.core.actions import DOUBLING_NAMES, N_ACTIONS, action_name
 from butifarra_env.core.cards import N_CARDS, POINTS, cards_of, sort_key
 from butifarra_env.core.errors import RecordError
 from butifarra_env.core.fileio import atomic_write_text
 from butifarra_env.core.game import Game
 from butifarra_env.core.narration import narrate
+from butifarra_env.core.options import Options
 from butifarra_env.core.rules import PHASE_NAMES, TRUMP_UNSET
 from butifarra_env.core.validate import is_int
 from butifarra_env.records import iter_records, iter_replay_games
@@ -102,14 +104,22 @@ def _action_key(key: object) -> int | None:
 
 def contract_state(game: Game) -> dict[str, Any]:
     """The contract and the running count, as the page shows them (every seat may see it):
-    shared by the play table and the replay frames."""
+    shared by the play table and the replay frames. ``rules`` names the regional variants
+    the hand is played under (:func:`~butifarra.arguments.variant_labels`; empty for the
+    rules of RULES.md), ``multiplier_text`` the multiplier with its factors under linear
+    doubling (:func:`~butifarra.arguments.multiplier_text`)."""
+    chosen = game.trump != TRUMP_UNSET
     return {
         "trump": None if game.trump == TRUMP_UNSET else game.trump,
         "chooser": game.chooser if game.chooser >= 0 else None,
         "delegated": game.delegated,
         "level": game.level,
         "level_name": DOUBLING_NAMES[game.level] if game.level else None,
-        "multiplier": game.multiplier if game.trump != TRUMP_UNSET else None,
+        "multiplier": game.multiplier if chosen else None,
+        "multiplier_text": (
+            multiplier_text(game.options, game.trump, game.level) if chosen else None
+        ),
+        "rules": variant_labels(game.options),
         "team_points": list(game.team_points),
         "team_tricks": list(game.team_tricks),
     }
@@ -203,7 +213,17 @@ def record_summary(index: int, record: dict[str, Any]) -> dict[str, Any]:
         "scores": result.get("scores") if result else None,
         "n_actions": len(record["actions"]) if isinstance(record.get("actions"), list) else 0,
         "has_probs": isinstance(record.get("probs"), list),
+        "rules": _record_rules(record),
     }
+
+
+def _record_rules(record: dict[str, Any]) -> list[str]:
+    """The variants a record's ``options`` name, in words (none when they are the default
+    or not valid options: the list does not replay records, the viewer does and says why)."""
+    try:
+        return variant_labels(Options.from_dict(record.get("options") or {}))
+    except (TypeError, ValueError):
+        return []
 
 
 # --------------------------------------------------------------------------- the viewer

@@ -21,6 +21,12 @@ else that determines the hidden hands; a finished hand's record carries its own
 reseeded per deal from the same numbers. In duplicate mode the chosen bot plays the
 person's seat on the same deal, against the same partner and opponents (fresh agents, same
 seeds), and the page gets the difference.
+
+The regional variants of RULES.md (obligada, linear doubling, a doubling cap in butifarra)
+are chosen with the setup (:func:`parse_setup`, checked by
+:class:`~butifarra_env.core.options.Options`), told to every agent when the table is made
+(:meth:`~agents.base.Agent.set_options`: one that cannot play them refuses then, before any
+card is dealt) and shown with the contract (:func:`~butifarra.web.replay.contract_state`).
 """
 
 from __future__ import annotations
@@ -46,10 +52,11 @@ from butifarra_env.core.cards import N_CARDS, POINTS, cards_of, sort_key
 from butifarra_env.core.errors import IllegalActionError
 from butifarra_env.core.game import Game
 from butifarra_env.core.narration import narrate
-from butifarra_env.core.options import Options
+from butifarra_env.core.options import VARIANT_DEFAULTS, Options
 from butifarra_env.core.rules import (
     N_SEATS,
     NO_TRUMP,
+    PHASE_DOUBLING,
     PHASE_NAMES,
     Match,
     draw_dealer,
@@ -87,6 +94,16 @@ class TableSetup:
     bot: str  # duplicate mode: the agent that plays the person's seat on the same deal
     seed: int | None
     """Fixed deals (:func:`deal_for`), or None: deals from a secret (:class:`DealSource`)."""
+    variants: Options = Options()
+    """The regional variants chosen (only those fields of it count: the mode sets the
+    target)."""
+
+    def options(self) -> Options:
+        """The options of every hand at this table: the variants, and the match target in
+        match mode."""
+        target = MATCH_TARGET if self.mode == "match" else None
+        chosen = {k: getattr(self.variants, k) for k in VARIANT_DEFAULTS}
+        return Options(target_score=target, **chosen)
 
     def bot_specs(self) -> dict[int, str]:
         """The agent spec of each seat but the person's."""
@@ -102,10 +119,11 @@ class TableSetup:
             "partner": self.partner,
             "opponents": list(self.opponents),
             "bot": self.bot,
+            "variants": {k: getattr(self.variants, k) for k in VARIANT_DEFAULTS},
         }
 
 
-_SETUP_KEYS = {"mode", "seat", "partner", "opponents", "bot", "seed"}
+_SETUP_KEYS = {"mode", "seat", "partner", "opponents", "bot", "seed", *VARIANT_DEFAULTS}
 
 
 def parse_setup(
@@ -119,7 +137,9 @@ def parse_setup(
 
     Agents are limited to ``allowed_agents`` (the server's list): a browser never names a
     file to load. With ``seed_allowed=False`` (the web server) a ``"seed"`` field is refused:
-    whoever chooses the seed knows every hand.
+    whoever chooses the seed knows every hand. The variants (``"obligada"``,
+    ``"linear_doubling"``: true or false; ``"butifarra_max_doubling_level"``: 0-4 or null)
+    are checked by :class:`~butifarra_env.core.options.Options`, the one options layer.
     """
     if not isinstance(data, dict):
         raise ValueError(f"the game setup must be a JSON object, got {type(data).__name__}")
@@ -152,7 +172,8 @@ def parse_setup(
             "the server deals from its own secret, or from `butifarra serve --seed N`"
         )
     seed = default_seed if seed is None else check_int("seed", seed, 0, MAX_SEED)
-    return TableSetup(mode, seat, partner, opp, bot, seed)
+    variants = Options(**{k: data[k] for k in VARIANT_DEFAULTS if k in data})
+    return TableSetup(mode, seat, partner, opp, bot, seed, variants)
 
 
 DealSeed = list[int]
@@ -288,7 +309,7 @@ class _Hand:
         self.game = game
         self.agents = [agents.get(s) for s in range(N_SEATS)]  # the person's seat: None
         self.table = DriverTable([s if s in agents else None for s in range(N_SEATS)], label)
-        self.table.start(game)
+        self.table.start(game, self.agents)  # each agent is told the options
         self.booked = False  # the finished hand has been scored and saved
 
     def bot_moves(self) -> Iterator[tuple[int, int]]:
@@ -337,8 +358,9 @@ class Table:
         if setup.mode == "duplicate":
             shadow = {**specs, setup.seat: setup.bot}
             self.shadow_agents = {s: make_agent(sp, base + s) for s, sp in shadow.items()}
-        target = MATCH_TARGET if setup.mode == "match" else None
-        self.options = Options(target_score=target)
+        self.options = setup.options()
+        for agent in [*self.agents.values(), *self.shadow_agents.values()]:
+            agent.set_options(self.options)  # UnsupportedVariant: refused before any deal
         self.deal = -1
         self.match: Match | None = None
         self.deltas: list[int] = []
@@ -511,6 +533,11 @@ class Table:
                     DOUBLING_NAMES[game.level + 1] if game.level + 1 < len(DOUBLING_NAMES) else None
                 ),
                 "butifarra_multiplier": multiplier(NO_TRUMP, 0, game.options.butifarra_base),
+                "next_multiplier": (  # what a double would make it
+                    game.options.multiplier(game.trump, game.level + 1)
+                    if game.phase == PHASE_DOUBLING
+                    else None
+                ),
                 "tricks": [_trick_summary(t) for t in game.tricks],
                 "log": self.log[-80:],
                 "over": game.is_over,

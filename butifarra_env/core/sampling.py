@@ -3,8 +3,9 @@
 What a seat knows about the hidden hands: which cards are still out, how many cards each
 other seat holds, and the cards each seat is known NOT to hold: a seat that did not follow
 suit holds none of it (a void), and, because beating is compulsory, a seat that let an
-opponent's card stand holds no card that would have beaten it (:func:`known_absent`, from
-the hand's history). :func:`deal_consistent` deals the hidden cards uniformly at random
+opponent's card stand holds no card that would have beaten it (and, under obligada, no
+weaker card of the led suit than the one it played: :func:`known_absent`, from the hand's
+history). :func:`deal_consistent` deals the hidden cards uniformly at random
 among the deals that respect all of that; :class:`HiddenDeal` wraps it for repeated draws
 (search agents: PIMC, information-set MCTS; OpenSpiel's resampler).
 
@@ -22,7 +23,7 @@ from math import factorial
 import numpy as np
 
 from butifarra_env.core.actions import TRUMP_BASE
-from butifarra_env.core.cards import N_CARDS, SUIT, SUIT_MASK, cards_of
+from butifarra_env.core.cards import BELOW, N_CARDS, SUIT, SUIT_MASK, cards_of
 from butifarra_env.core.rules import (
     EMPTY_TRICK,
     N_SEATS,
@@ -148,15 +149,18 @@ def _mask(cards: np.ndarray) -> int:
     return out
 
 
-def known_absent(actions: Sequence[tuple[int, int]]) -> list[int]:
+def known_absent(actions: Sequence[tuple[int, int]], obligada: bool = False) -> list[int]:
     """For each seat, the cards its plays so far prove it does not hold (bitmasks by seat).
 
     ``actions`` is a hand's ``(seat, action)`` history (``Game.actions``). Every card play
     was legal under :func:`butifarra_env.core.rules.legal_cards`, and that reveals more than the
     voids: a seat that did not follow suit holds none of the led suit; a seat that let an
     opponent's card stand holds no card that would have beaten it (of the led suit when it
-    followed, any winner when it did not). A deal of the hidden cards that avoids these sets
-    makes every past play legal again, and every deal that does so avoids them.
+    followed, any winner when it did not). Under ``obligada`` (the variant of RULES.md) a
+    seat that followed suit under an opponent's card without beating it played its lowest
+    card of the led suit, so it also holds no weaker card of that suit. A deal of the hidden
+    cards that avoids these sets makes every past play legal again (under the same
+    ``obligada``), and every deal that does so avoids them.
     """
     absent = [0] * N_SEATS
     trump = TRUMP_UNSET
@@ -179,6 +183,8 @@ def known_absent(actions: Sequence[tuple[int, int]]) -> list[int]:
             if stands and not partner_winning(win_seat, seat):  # an opponent's card stands
                 beaters = winners(trump, win)
                 absent[seat] |= beaters & SUIT_MASK[led] if follows else beaters
+                if obligada and follows:  # it played its lowest card of the led suit
+                    absent[seat] |= BELOW[action]
         n_in_trick = (n_in_trick + 1) % N_SEATS
     return absent
 

@@ -32,10 +32,8 @@ import pyspiel  # type: ignore[import-not-found,unused-ignore]
 from butifarra_env.core.actions import N_ACTIONS, action_name
 from butifarra_env.core.cards import (
     ALL_CARDS,
-    BELOW,
     N_CARDS,
     N_TRICKS,
-    SUIT,
     card_name,
     cards_of,
     sort_key,
@@ -52,12 +50,9 @@ from butifarra_env.core.options import MAX_DOUBLING_LEVEL, Options
 from butifarra_env.core.render import trump_text
 from butifarra_env.core.rules import (
     DEAL_ORDER,
-    EMPTY_TRICK,
     N_SEATS,
     TRUMP_UNSET,
-    add_to_trick,
     deal,
-    partner_winning,
 )
 from butifarra_env.core.sampling import deal_consistent, known_absent
 from butifarra_env.core.validate import check_int, check_reward_scale
@@ -364,9 +359,7 @@ class ButifarraState(pyspiel.State):
             dealt = {s: hidden[i] for i, s in enumerate(others)}
         else:
             played = g.played[0] | g.played[1] | g.played[2] | g.played[3]
-            absent = known_absent(g.actions)
-            if g.options.obligada:
-                absent = [a | b for a, b in zip(absent, _obligada_absent(g), strict=True)]
+            absent = known_absent(g.actions, g.options.obligada)
             hidden = deal_consistent(
                 ALL_CARDS & ~(mine | played),
                 [N_TRICKS - g.played[s].bit_count() for s in others],
@@ -384,28 +377,6 @@ class ButifarraState(pyspiel.State):
         for _seat, action in [] if g is None else g.actions:
             new.apply_action(action)
         return new
-
-
-def _obligada_absent(game: Game) -> list[int]:
-    """What obligada adds to :func:`~butifarra_env.core.sampling.known_absent` (bitmasks by
-    seat): a seat that followed suit under an opponent's card without beating it played its
-    weakest card of the led suit, so it holds no weaker card of that suit. With both, a re-deal
-    replays legally under obligada exactly when it avoids them."""
-    absent = [0] * N_SEATS
-    trick = EMPTY_TRICK
-    in_trick = 0
-    for seat, action in game.actions:
-        if action >= N_CARDS:
-            continue
-        if in_trick == 0:
-            trick = EMPTY_TRICK
-        led, win, win_seat = trick  # before this card
-        trick = add_to_trick(trick, seat, action, game.trump)
-        stands = trick[1] == win
-        if in_trick and SUIT[action] == led and stands and not partner_winning(win_seat, seat):
-            absent[seat] |= BELOW[action]
-        in_trick = (in_trick + 1) % N_SEATS
-    return absent
 
 
 _HAND_SLICE = field_slice("hand")

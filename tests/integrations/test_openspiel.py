@@ -272,10 +272,7 @@ def _check_resampled(original: Any, resampled: Any, player: int) -> None:
     assert r.actions == g.actions and r.played == g.played and r.dealer == g.dealer
     assert r.initial_hands[player] == g.initial_hands[player]
     assert r.hands[player] == g.hands[player]
-    absent = known_absent(g.actions)
-    if g.options.obligada:
-        _, openspiel = _openspiel()
-        absent = [a | b for a, b in zip(absent, openspiel._obligada_absent(g), strict=True)]
+    absent = known_absent(g.actions, g.options.obligada)
     for seat in range(4):
         assert r.hands[seat].bit_count() == g.hands[seat].bit_count()
         assert r.initial_hands[seat] & g.played[seat] == g.played[seat]
@@ -390,7 +387,7 @@ def _replays(
 @pytest.mark.parametrize("obligada", [False, True], ids=["lliure", "obligada"])
 def test_known_absent_is_exactly_what_makes_past_plays_legal(obligada: bool) -> None:
     """A re-deal of the hidden cards replays legally if and only if it avoids known_absent
-    (and, with obligada, the cards below each forced lowest card: ``_obligada_absent``)."""
+    (with obligada, that includes the cards below each forced lowest card)."""
     options = Options(max_doubling_level=0, obligada=obligada)
     rng = np.random.default_rng(3)
     outcomes: Counter[bool] = Counter()
@@ -400,10 +397,7 @@ def test_known_absent_is_exactly_what_makes_past_plays_legal(obligada: bool) -> 
         game = Game(options, dealer, random_deal(deal_rng, dealer))
         for _ in range(int(deal_rng.integers(2, 14))):  # the trump choice and some cards
             game.step(cards_of(game.legal)[int(deal_rng.integers(game.legal.bit_count()))])
-        absent = known_absent(game.actions)
-        if obligada:
-            _, openspiel = _openspiel()
-            absent = [a | b for a, b in zip(absent, openspiel._obligada_absent(game), strict=True)]
+        absent = known_absent(game.actions, obligada)
         hidden = [h for h in game.hands]
         unseen = hidden[0] | hidden[1] | hidden[2] | hidden[3]
         for _ in range(25):

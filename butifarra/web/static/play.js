@@ -96,6 +96,11 @@
       if (radio) radio.checked = true;
     }
     if (saved.seat !== undefined) form.seat.value = String(saved.seat);
+    form.obligada.checked = saved.obligada === true;
+    form.linear_doubling.checked = saved.linear_doubling === true;
+    var cap = saved.butifarra_max_doubling_level;
+    form.butifarra_max_doubling_level.value = cap === undefined || cap === null ? "" : String(cap);
+    if (form.butifarra_max_doubling_level.selectedIndex < 0) form.butifarra_max_doubling_level.value = "";
     $("records-help").textContent = "Every finished hand is saved to " + cfg.records + ".";
     toggleBotField();
   }
@@ -117,13 +122,18 @@
     if (busy) return;
     var f = $("setup-form");
     var mode = f.querySelector('input[name="mode"]:checked').value;
+    var cap = f.butifarra_max_doubling_level.value;
     var body = {
       mode: mode, seat: parseInt(f.seat.value, 10), partner: f.partner.value,
       opponents: [f.right.value, f.left.value], bot: f.bot.value,
+      obligada: f.obligada.checked, linear_doubling: f.linear_doubling.checked,
+      butifarra_max_doubling_level: cap === "" ? null : parseInt(cap, 10),
     };
     storage(STORE_SETUP, JSON.stringify({
       mode: mode, seat: body.seat, partner: body.partner, right: f.right.value,
-      left: f.left.value, bot: body.bot,
+      left: f.left.value, bot: body.bot, obligada: body.obligada,
+      linear_doubling: body.linear_doubling,
+      butifarra_max_doubling_level: body.butifarra_max_doubling_level,
     }));
     busy = true;
     var old = gid;
@@ -280,7 +290,10 @@
     if (a >= 48 && a <= 51) return { text: C.SUITS[a - 48], key: "OCEB"[a - 48], suit: a - 48 };
     if (a === 52) return { text: "Butifarra (x" + v.butifarra_multiplier + ")", key: "U" };
     if (a === 53) return { text: "Delegate to partner", key: "D" };
-    if (a === 54) return { text: (v.next_double || "double") + " (x" + v.multiplier * 2 + ")", key: "X" };
+    if (a === 54) {
+      var raised = v.next_multiplier !== null && v.next_multiplier !== undefined ? v.next_multiplier : v.multiplier * 2;
+      return { text: (v.next_double || "double") + " (x" + raised + ")", key: "X" };
+    }
     return { text: "Pass (bé)", key: "P" };
   }
 
@@ -347,7 +360,8 @@
     kv("Trump", t);
     if (pub.chooser !== null) kv("Chosen by", seatName(pub.chooser) + (pub.delegated ? ", delegated" : ""));
     kv("Doubling", pub.level_name || "none");
-    kv("Multiplier", pub.multiplier ? "x" + pub.multiplier : "—");
+    kv("Multiplier", pub.multiplier_text || (pub.multiplier ? "x" + pub.multiplier : "—"));
+    if (pub.rules && pub.rules.length) kv("Rules", pub.rules.join(", "));
 
     var score = $("score");
     score.textContent = "";
@@ -440,7 +454,8 @@
     box.appendChild(el("p", null, "Points (cards + 1 per trick): us " + r.team_points[us] +
       ", them " + r.team_points[them]));
     box.appendChild(el("p", null, "Contract: " + trumpText(r.trump) + " by " + seatName(r.chooser) +
-      (r.doubling_level ? ", " + v.level_name : "") + ", x" + r.multiplier));
+      (r.doubling_level ? ", " + v.level_name : "") + ", " + (v.multiplier_text || "x" + r.multiplier) +
+      (v.rules && v.rules.length ? " (" + v.rules.join(", ") + ")" : "")));
     box.appendChild(el("p", "bt-big-delta " + (mine > 0 ? "bt-pos" : mine < 0 ? "bt-neg" : ""),
       mine > 0 ? "We score " + mine : mine < 0 ? "They score " + (-mine) : "No score (36–36)"));
     if (v.duplicate && v.duplicate.last) {

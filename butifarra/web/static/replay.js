@@ -205,7 +205,8 @@
       kv("Trump", trumpText(f.trump));
       if (f.chooser !== null) kv("Chosen by", who(f.chooser) + (f.delegated ? ", delegated" : ""));
       kv("Doubling", f.level ? DOUBLING[f.level] : "none");
-      kv("Multiplier", f.multiplier ? "x" + f.multiplier : "—");
+      kv("Multiplier", f.multiplier_text || (f.multiplier ? "x" + f.multiplier : "—"));
+      if (f.rules && f.rules.length) kv("Rules", f.rules.join(", "));
       contract.appendChild(dl);
       score.textContent = "";
       score.appendChild(el("h3", null, "Score"));

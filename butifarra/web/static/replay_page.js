@@ -43,6 +43,7 @@
       bits.push((s.trump === 4 ? "butifarra" : C.SUITS[s.trump]) + " x" + s.multiplier +
         (s.scores ? ", score " + s.scores[0] + "–" + s.scores[1] : ""));
     }
+    if (s.rules && s.rules.length) bits.push(s.rules.join(", "));
     if (s.has_probs) bits.push("with probabilities");
     return { head: "#" + s.index + (tags ? " " + tags : "") + (typeof s.deal === "number" ? " · deal " + s.deal : ""), body: bits.join("; ") };
   }
