@@ -127,7 +127,8 @@ def add_arena_parser(sub: argparse._SubParsersAction) -> None:
         help="compare agents over duplicate deals",
         description=(
             "Duplicate-deal arena: every deal is played twice with the teams' seats swapped. "
-            "Two agents: mean points per hand with a 95% CI. Three or more: a round robin "
+            "Two agents: mean points per hand with a 95% CI, and beside it the "
+            "variance-reduced estimate (cv1, docs/evaluation.md). Three or more: a round robin "
             f"with OpenSkill ratings. Agents: {', '.join(agent_names())} "
             "(ppo:PATH for a checkpoint)."
         ),
@@ -181,6 +182,14 @@ def out_paths(prefix: str) -> tuple[str, str]:
     return prefix + ".json", prefix + ".csv"
 
 
+def coefficients_for(spec: str) -> str:
+    """The variance-reduction coefficients of a duel against ``spec``: those of the panel
+    member it is (:data:`agents.evaluation.protocol.PANEL`), else the built-in default."""
+    from agents.evaluation.protocol import PANEL
+
+    return next((name for name, s in PANEL.items() if s == spec.strip()), "default")
+
+
 def run_arena(args: argparse.Namespace) -> int:
     from agents.evaluation.arena import AgentError, duel, hands_csv, round_robin
 
@@ -223,6 +232,7 @@ def run_arena(args: argparse.Namespace) -> int:
                 target_score=args.target,
                 names=(na, nb),
                 records_path=args.records,
+                variance_reduction=coefficients_for(args.agents[1]),
             )
             print(res.summary())
             files = [(outputs[0], json.dumps(res.to_dict(), indent=2) + "\n")] if outputs else []
@@ -267,7 +277,8 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> None:
         description=(
             "The evaluation protocol (docs/evaluation.md): AGENT plays duplicate deals of a "
             "shipped deal set against each panel member (random, rule, ppo, search) and a "
-            "result card is printed: points per hand with a 95% CI, hands won, mean "
+            "result card is printed: points per hand with a 95% CI (and the "
+            "variance-reduced estimate beside it), hands won, mean "
             "multiplier, how often it declares, delegates and doubles and with what result, "
             "decision time. Exit status 1 when an opponent's evaluation failed (the others "
             "are still played and shown)."
@@ -410,11 +421,17 @@ def add_play_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.jsonl",
         help="append each hand's record to this file (checked before the first hand)",
     )
+    from butifarra.arguments import add_variant_arguments
+
+    add_variant_arguments(p)  # --obligada, --linear-doubling, --butifarra-max-doubling
     p.set_defaults(func=run_play)
 
 
 def run_play(args: argparse.Namespace) -> int:
+    from agents.base import UnsupportedVariant
+    from butifarra.arguments import variant_options
     from butifarra.play import play
+    from butifarra_env.core.options import Options
 
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     opp = [s.strip() for s in args.opponents.split(",")]
@@ -431,7 +448,19 @@ def run_play(args: argparse.Namespace) -> int:
         if "\0" in args.save or not args.save.strip():
             raise CLIError(f"argument --save: not a file name: {shown(args.save)}")
         check_records_file(args.save, "--save")
-    return play(me, agents, seed=seed, dealer=args.dealer, n_hands=args.hands, save=args.save)
+    options = Options(**variant_options(args))
+    try:
+        return play(
+            me,
+            agents,
+            seed=seed,
+            dealer=args.dealer,
+            n_hands=args.hands,
+            save=args.save,
+            options=options,
+        )
+    except UnsupportedVariant as e:  # before any hand: the agent cannot play these rules
+        raise CLIError(str(e)) from None
 
 
 # --------------------------------------------------------------------------- demo

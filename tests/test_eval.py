@@ -91,8 +91,17 @@ def test_card_names_what_was_played_and_matches_the_duels(dev: list[Deal]) -> No
     assert 8 * 24 - 5 <= timing["decisions"] <= 8 * (24 + 6) - 5 and "act()" in timing["method"]
     assert timing["median_ms"] > 0 and timing["worst_ms"] > 0
     # the figures are those of a plain duel on the set's first deals (what the figures mean
-    # is checked on hand-built hands below)
-    res = duel(RuleBasedAgent(), RandomAgent(), 8, seed=3, deals=dev)
+    # is checked on hand-built hands below), with the member's variance-reduced estimate
+    # (tests/test_variance.py)
+    res = duel(
+        RuleBasedAgent(),
+        RandomAgent(),
+        8,
+        seed=3,
+        deals=dev,
+        variance_reduction="random",
+        deals_uniform=True,
+    )
     r = d["results"]["random"]
     assert r == json.loads(json.dumps(opponent_figures("random", res)))
     assert r["n_deals"] == 8 and r["points_per_hand"] == round(res.mean, 6)

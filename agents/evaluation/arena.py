@@ -38,6 +38,14 @@ from agents.base import Agent
 from agents.evaluation.deal_sets import Deal
 from agents.evaluation.ratings import openskill_model, openskill_ratings
 from agents.evaluation.stats import mean_ci, t_quantile
+from agents.evaluation.variance import (
+    Coefficients,
+    ReducedEstimate,
+    deal_features,
+    load_coefficients,
+    reduce,
+    table_corrections,
+)
 from agents.registry import make_agent
 from agents.table import AgentError, Table, play_tables, table_record
 from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_TRICKS, cards_of
@@ -150,6 +158,12 @@ def _hand_records(tables: list[_Table], names: tuple[str, str], seed: int) -> li
     return out
 
 
+ChunkCV = tuple[np.ndarray, np.ndarray, int] | None
+"""A chunk's variance-reduction data: per hand, the decision corrections from A's side
+(:func:`agents.evaluation.variance.table_corrections`); per deal, the deal features; the
+number of decisions corrected. None when not asked for."""
+
+
 def _play_deal_chunk(
     agents: Sequence[Agent],
     seed: int,
@@ -159,10 +173,12 @@ def _play_deal_chunk(
     options: Options,
     log_names: LogNames = None,
     fixed: Sequence[Deal] | None = None,
-) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    cv_offset: float | None = None,
+) -> tuple[np.ndarray, list[dict[str, Any]], ChunkCV]:
     """Play deals [chunk*CHUNK_DEALS, ...) twice each; one row per hand (HAND_FIELDS), and
     the hands' game records when ``log_names`` are given. ``fixed``: this chunk's deals, in
-    order (instead of ``deal_fn``)."""
+    order (instead of ``deal_fn``). ``cv_offset``: compute the variance-reduction data, with
+    the value function's offset for A's team (None: do not)."""
     for i, agent in enumerate(agents):
         agent.reset(int(_chunk_seed(seed, 0, chunk, 1 + i).generate_state(1)[0]))
     first = chunk * CHUNK_DEALS
@@ -182,7 +198,14 @@ def _play_deal_chunk(
     play_tables(tables, agents, next_game, log_probs=log_names is not None)
     rows = [_hand_row(t.key[0], t.key[1], t.hands_done[0]) for t in tables]
     records = [] if log_names is None else _hand_records(tables, log_names, seed)
-    return np.asarray(rows, dtype=np.int32).reshape(-1, len(HAND_FIELDS)), records
+    cv: ChunkCV = None
+    if cv_offset is not None:  # A's team is team `swapped`: its side is team 0's, signed
+        signs = np.array([-1.0 if t.key[1] else 1.0 for t in tables])
+        played = [(t.hands_done[0], t.seat_agent) for t in tables]
+        corrections, decisions = table_corrections(played, agents, signs * cv_offset)
+        features = np.stack([deal_features(*deals[d]) for d in deals])
+        cv = (signs * corrections, features, decisions)
+    return np.asarray(rows, dtype=np.int32).reshape(-1, len(HAND_FIELDS)), records, cv
 
 
 def _play_match_chunk(
@@ -251,7 +274,7 @@ def _init_worker(agents: list[Agent]) -> None:
         torch.set_num_threads(1)
 
 
-def _worker_deals(args: tuple[Any, ...]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+def _worker_deals(args: tuple[Any, ...]) -> tuple[np.ndarray, list[dict[str, Any]], ChunkCV]:
     return _play_deal_chunk(_WORKER_AGENTS, *args)
 
 
@@ -372,6 +395,9 @@ class DuelResult:
     ci_low: float
     ci_high: float
     matches: MatchStats | None = None
+    reduced: ReducedEstimate | None = None
+    """The variance-reduced estimate on the same deals
+    (:mod:`agents.evaluation.variance`), or None when it was not computed."""
 
     @property
     def ci_half_width(self) -> float:
@@ -414,6 +440,8 @@ class DuelResult:
                 f"\n  matches to {m.target}: {self.name_a} won {m.won_a}/{len(m.rows)} "
                 f"({100 * m.share_a:.1f}%), {m.mean_hands:.1f} hands per match"
             )
+        if self.reduced is not None:
+            s += f"\n  {self.reduced.summary()}"
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -436,6 +464,8 @@ class DuelResult:
                 "won_a": self.matches.won_a,
                 "share_a": self.matches.share_a,
             }
+        if self.reduced is not None:
+            d["variance_reduction"] = self.reduced.to_dict()
         return d
 
 
@@ -564,6 +594,18 @@ def _check_fixed_deal(i: int, entry: object) -> Deal:
         raise ValueError(f"deals[{i}]: {e}") from None
 
 
+def _check_variance_reduction(key: object) -> Coefficients | None:
+    """The shipped coefficients ``variance_reduction`` names (None: no reduced estimate)."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ValueError(
+            "variance_reduction must be the name of a set of shipped coefficients (a panel "
+            f"member's name or 'default') or None, got {key!r}"
+        )
+    return load_coefficients(key)
+
+
 def _check_names(names: object) -> tuple[str, str] | None:
     if names is None:
         return None
@@ -590,6 +632,8 @@ def duel(
     names: tuple[str, str] | None = None,
     records_path: str | os.PathLike[str] | None = None,
     deals: Sequence[Deal] | None = None,
+    variance_reduction: str | None = None,
+    deals_uniform: bool = False,
 ) -> DuelResult:
     """Play ``n_deals`` duplicate deals (and optionally ``n_matches`` duplicate matches to
     ``target_score``) between two agents; results depend only on the seed and the agents.
@@ -609,6 +653,14 @@ def duel(
     logging does not change the results. Every argument is checked before any hand is
     played (ValueError naming it); the records file with
     :func:`~butifarra_env.records.files.check_record_file`.
+
+    ``variance_reduction`` adds :attr:`DuelResult.reduced`, the variance-reduced estimate
+    on the same deals (:mod:`agents.evaluation.variance`), with the shipped coefficients of
+    that name (a panel member's name, or ``"default"``); None (the default: the corrections
+    cost time against agents whose probabilities are known) leaves it out. Its deal-feature
+    correction needs uniformly dealt deals: those of the default ``deal_fn``, or fixed
+    ``deals`` when ``deals_uniform`` says they are (the shipped deal sets are); otherwise
+    only the decision corrections are made. Computing it does not change the plain results.
     """
     n_deals, seed, workers, progress, options = _check_play_args(
         n_deals, seed, workers, progress, deal_fn, options, records_path
@@ -617,6 +669,11 @@ def duel(
     target_score = check_int("target_score", target_score, 1)
     names = _check_names(names)
     fixed = _check_deals(deals, n_deals, n_matches, deal_fn)
+    uniform = _check_flag("deals_uniform", deals_uniform) or (
+        fixed is None and deal_fn is uniform_deal
+    )
+    coefficients = _check_variance_reduction(variance_reduction)
+    cv_offset = None if coefficients is None else coefficients.offset
     _check_picklable(deal_fn, workers, fixed is None and max(n_deals, n_matches) > CHUNK_DEALS)
     a = resolve_agent(agent_a, seed, "agent_a")
     b = resolve_agent(agent_b, seed, "agent_b")
@@ -634,6 +691,7 @@ def duel(
             options,
             log_names,
             None if fixed is None else fixed[c * CHUNK_DEALS : (c + 1) * CHUNK_DEALS],
+            cv_offset,
         )
         for c in range(n_chunks)
     ]
@@ -647,13 +705,20 @@ def duel(
         workers,
         progress,
         f"{name_a} vs {name_b}",
-        None if path is None else (lambda res: _append(path, res[-1])),
+        None if path is None else (lambda res: _append(path, res[1])),
     )
-    rows = np.concatenate([rows for rows, _ in parts], axis=0)
+    rows = np.concatenate([rows for rows, _, _ in parts], axis=0)
     hands = {name: rows[:, i].copy() for i, name in enumerate(HAND_FIELDS)}
     hands["diff_a"] = hands["score_a"] - hands["score_b"]
     pair_means = hands["diff_a"].reshape(n_deals, 2).mean(axis=1)
     mean, lo, hi = mean_ci(pair_means)
+    reduced = None
+    if coefficients is not None:
+        cvs = [cv for _, _, cv in parts if cv is not None]
+        corrections = np.concatenate([c for c, _, _ in cvs]).reshape(n_deals, 2).mean(axis=1)
+        features = np.concatenate([f for _, f, _ in cvs], axis=0) if uniform else None
+        decisions = sum(k for _, _, k in cvs)
+        reduced = reduce(pair_means, corrections, features, coefficients, decisions)
     matches = None
     if n_matches:
         m_chunks = math.ceil(n_matches / CHUNK_DEALS)
@@ -681,7 +746,9 @@ def duel(
             mrows,
             {name: mhands[:, i].copy() for i, name in enumerate(MATCH_HAND_FIELDS)},
         )
-    return DuelResult(name_a, name_b, n_deals, seed, hands, pair_means, mean, lo, hi, matches)
+    return DuelResult(
+        name_a, name_b, n_deals, seed, hands, pair_means, mean, lo, hi, matches, reduced
+    )
 
 
 def _append(path: Path, records: list[dict[str, Any]]) -> None:

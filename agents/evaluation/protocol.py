@@ -1,15 +1,15 @@
 """The evaluation protocol: one agent against a fixed reference panel on a shipped deal set.
 
 :func:`evaluate` plays the agent in duplicate (:func:`agents.evaluation.arena.duel` with fixed
-deals)
-against each panel member on the first ``n_deals`` deals of a versioned deal set
-(:mod:`agents.evaluation.deal_sets`) and returns a :class:`ResultCard`: points per hand with a 95%
-CI,
-hands won, mean multiplier, how often the agent's team declares, delegates, plays
-butifarra, doubles and is doubled (and its points in each case), and the agent's decision
-time. The card's JSON names the protocol version, the package version, the deal set and its
-SHA-256, the seed and every spec, so a result can be reproduced and cited; everything in it
-but the timing depends only on those (never on the number of worker processes).
+deals) against each panel member on the first ``n_deals`` deals of a versioned deal set
+(:mod:`agents.evaluation.deal_sets`) and returns a :class:`ResultCard`: points per hand with a
+95% CI, hands won, mean multiplier, how often the agent's team declares, delegates, plays
+butifarra, doubles and is doubled (and its points in each case), the variance-reduced
+estimate on the same deals (:mod:`agents.evaluation.variance`, ``cv1``; beside the plain
+mean, which stays the headline of protocol 1) and the agent's decision time. The card's JSON
+names the protocol version, the package version, the deal set and its SHA-256, the seed and
+every spec, so a result can be reproduced and cited; everything in it but the timing depends
+only on those (never on the number of worker processes).
 
 A failing agent (or panel member) costs only that opponent's evaluation: the error, naming
 the deal and the decision, goes into the card and the other opponents are still played. The
@@ -197,6 +197,33 @@ class ResultCard:
                 "and butifarra are shares of the hands it declared:\n"
             )
             out += format_table(["vs", *SITUATIONS], srows)
+            reduced: dict[str, dict[str, Any]] = {
+                n: r["variance_reduction"]
+                for n, r in self.results.items()
+                if isinstance(r.get("variance_reduction"), dict)
+            }
+            if reduced:
+                vrows = [
+                    [
+                        name,
+                        f"{v['points_per_hand']:+.2f}",
+                        f"[{_signed(v['ci_low'])}, {_signed(v['ci_high'])}]",
+                        _half(v["ci_low"], v["ci_high"]),
+                        _half(self.results[name]["ci_low"], self.results[name]["ci_high"]),
+                        _times(v["variance_factor"]),
+                    ]
+                    for name, v in reduced.items()
+                ]
+                version = next(iter(reduced.values()))["version"]
+                out += (
+                    f"\n\nvariance-reduced estimate ({version}: control variates with "
+                    "expectation zero, same deals; the points/hand above stay the headline of "
+                    f"protocol {self.protocol_version}):\n"
+                )
+                out += format_table(
+                    ["vs", "points/hand", "95% CI", "±", "plain ±", "variance reduction"],
+                    vrows,
+                )
         for name, message in self.errors.items():
             out += f"\n\nvs {name}: FAILED: {message}"
         t = self.timing
@@ -241,6 +268,16 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
 
 
+def _half(low: float | None, high: float | None) -> str:
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return "n/a"
+    return f"{(high - low) / 2:.2f}"
+
+
+def _times(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.2f}x"
+
+
 def _situation(s: dict[str, Any]) -> str:
     points = s["points_per_hand"]
     return f"{_pct(s['share'])} ({_signed(points)})" if s["hands"] else "0% (-)"
@@ -280,6 +317,8 @@ def opponent_figures(spec: str, res: DuelResult) -> dict[str, Any]:
             "share": _round(n / max(1, int(of.sum()))),
             "points_per_hand": _round(float(diff[where].mean())) if n else None,
         }
+    if res.reduced is not None:
+        out["variance_reduction"] = res.reduced.to_dict()
     return out
 
 
@@ -425,6 +464,8 @@ def _play_panel(
                 progress=progress,
                 names=(card.agent, name),
                 deals=deals,
+                variance_reduction=name,  # this member's shipped coefficients
+                deals_uniform=True,  # the deal sets are uniform deals (deal_sets.generate)
             )
         except AgentError as e:
             card.errors[name] = str(e)
