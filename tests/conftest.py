@@ -125,6 +125,9 @@ MODULE_GROUPS = {
     "tests/integrations/test_tianshou.py",
     "tests/integrations/test_search_vs_ismcts.py",
     "tests/test_training_faults.py",  # an uninterrupted reference run
+    "tests/test_rule_batch.py",  # the positions both rule-agent paths decide
+    "tests/test_rule_torch.py",
+    "tests/test_variance.py",  # duels played once
 }
 """Modules whose module-scoped fixtures are expensive: each module stays on one worker so
 the fixture is built once (tests/test_tiers.py checks that every such module is here)."""
