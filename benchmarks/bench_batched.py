@@ -116,15 +116,18 @@ def torch_devices(wanted: list[str] | None) -> list[str]:
     return ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
-def ours_torch(batch: int, seconds: float, device: str, check: bool, seed: int = 0) -> float:
+def ours_torch(
+    batch: int, seconds: float, device: str, check: bool, seed: int = 0, engine: Any = None
+) -> float:
     """Decisions/s of TorchBatchedEnv on ``device``: random legal actions picked on the device
-    from the mask (no host round trip), observations and masks returned every step."""
+    from the mask (no host round trip), observations and masks returned every step. ``engine``:
+    time this one (e.g. a compiled engine, reused so it compiles once) instead of a new one."""
     import torch
 
     from butifarra_env.envs.batched_torch import TorchBatchedEnv
 
-    eng = TorchBatchedEnv(batch, seed=seed, device=device, check=check)
-    _, mask, _ = eng.reset()
+    eng = engine or TorchBatchedEnv(batch, seed=seed, device=device, check=check)
+    _, mask, _ = eng.reset(seed=seed)
     gen = torch.Generator(device=device).manual_seed(seed)
     noise = torch.randint(1, 256, (8, batch, 56), device=device, generator=gen, dtype=torch.uint8)
 
@@ -272,6 +275,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--torch-threads", type=int, help="torch.set_num_threads for torch on CPU")
     p.add_argument("--no-torch", action="store_true", help="skip the torch engine")
     p.add_argument(
+        "--torch-compile",
+        action="store_true",
+        help="add a 'compiled' column: checked, TorchBatchedEnv(compile=True); compile time apart",
+    )
+    p.add_argument(
         "--skip-numpy", action="store_true", help="skip the numpy engine (and its CUDA run)"
     )
     p.add_argument("--quick", action="store_true", help="1 repeat of 0.2 s, small memory runs")
@@ -394,8 +402,9 @@ def run_torch(args: argparse.Namespace) -> dict[str, Any]:
             f"\nTorchBatchedEnv on {device} ({name}{threads}) decisions/s with obs + mask "
             f"(median of {args.repeats} runs)"
         )
+        extra = f" {'compiled':>14} {'compile s':>10}" if args.torch_compile else ""
         print(
-            f"{'batch':>8} {'unchecked':>14} {'checked':>14} {'state B/hand':>13} "
+            f"{'batch':>8} {'unchecked':>14} {'checked':>14}{extra} {'state B/hand':>13} "
             f"{'peak B/hand':>12}"
         )
         out[device] = {}
@@ -404,16 +413,43 @@ def run_torch(args: argparse.Namespace) -> dict[str, Any]:
             checked = [
                 ours_torch(b, args.seconds, device, True, rep) for rep in range(args.repeats)
             ]
+            row: dict[str, Any] = {"unchecked": med(free), "checked": med(checked)}
+            text = ""
+            if args.torch_compile:
+                row.update(compiled_torch(b, args.seconds, device, args.repeats))
+                rate = row["compiled"]
+                rate_text = "fell back" if rate is None else f"{rate:,.0f}"
+                text = f" {rate_text:>14} {row['compile_seconds']:>10.1f}"
             mem = torch_memory(b, device)
             peak = mem.get("cuda_peak_bytes_per_hand")
             peak_text = "-" if peak is None else f"{peak:,.0f}"
             print(
-                f"{b:>8} {med(free):>14,.0f} {med(checked):>14,.0f} "
+                f"{b:>8} {med(free):>14,.0f} {med(checked):>14,.0f}{text} "
                 f"{mem['state_bytes_per_hand']:>13,.0f} {peak_text:>12}",
                 flush=True,
             )
-            out[device][b] = {"unchecked": med(free), "checked": med(checked), **mem}
+            out[device][b] = {**row, **mem}
     return out
+
+
+def compiled_torch(batch: int, seconds: float, device: str, repeats: int) -> dict[str, Any]:
+    """The compiled engine's decisions/s (median of ``repeats``, one engine compiled once) and
+    the seconds its first step took (the compilation); ``compiled`` is None if it fell back."""
+    import torch
+
+    from butifarra_env.envs.batched_torch import TorchBatchedEnv
+
+    eng = TorchBatchedEnv(batch, seed=0, device=device, compile=True)
+    _, mask, _ = eng.reset()
+    start = time.perf_counter()
+    eng.step(mask.argmax(dim=1))
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+    took = time.perf_counter() - start
+    if not eng.compile:
+        return {"compiled": None, "compile_seconds": took}
+    rates = [ours_torch(batch, seconds, device, True, rep, engine=eng) for rep in range(repeats)]
+    return {"compiled": statistics.median(rates), "compile_seconds": took}
 
 
 if __name__ == "__main__":

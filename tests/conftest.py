@@ -70,6 +70,7 @@ SLOW = {
     "tests/test_eval.py::test_results_do_not_depend_on_the_number_of_workers",
     "tests/test_variants_agents.py::test_a_ppo_spec_refuses_a_variant_unless_allowed",
     "tests/test_variance.py::test_many_deals_reduced_and_plain_agree_within_their_intervals",
+    "tests/test_batched_torch.py::test_compiled_engine_matches_numpy_engine",
     # many random hands against a reference
     "tests/test_rule_torch.py::test_torch_decides_like_decide_batch_on_many_hands",
     "tests/test_rule_torch.py::test_torch_decides_like_decide_batch_in_every_phase",

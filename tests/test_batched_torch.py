@@ -82,6 +82,7 @@ class Case:
     keep_final: bool = False
     reward_scale: float = 1.0
     torch_deals: bool = False  # the numpy engine follows the device deals (needs first_dealer)
+    compile: bool = False  # TorchBatchedEnv(compile=True) (takes effect with torch_deals only)
 
 
 @dataclasses.dataclass
@@ -95,6 +96,7 @@ class Seen:
     max_hand_number: int = 0
     top_level: dict[str, int] = dataclasses.field(default_factory=dict)  # "suit", "butifarra"
     narrowed: int = 0  # obligada: card decisions with fewer legal cards than lliure gives
+    compiled: bool = False  # the torch engine still had compile on at the end (no fallback)
 
 
 def _field(obs: np.ndarray, name: str) -> np.ndarray:
@@ -130,7 +132,7 @@ def _drive(case: Case, device: str, seed: int) -> Seen:
         **case.options,
     )
     ref = BatchedEnv(n, seed=seed, **common)
-    eng = TorchBatchedEnv(n, seed=seed, device=device, **common)
+    eng = TorchBatchedEnv(n, seed=seed, device=device, compile=case.compile, **common)
     rng = np.random.default_rng(seed + 1000)
     seen = Seen()
     # The deals of the leading engine after its latest step or reset.
@@ -200,6 +202,7 @@ def _drive(case: Case, device: str, seed: int) -> Seen:
         mask = want[1]
         seen.decisions += n if active is None else int(active.sum())
         seen.episodes += int(want[4].sum())
+    seen.compiled = eng.compile
     return seen
 
 
@@ -429,6 +432,8 @@ def test_constructor_validates_like_the_numpy_engine() -> None:
         TorchBatchedEnv(2, seed=-1)
     with pytest.raises(ValueError, match="check must be True or False"):
         TorchBatchedEnv(2, check=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="compile must be True or False"):
+        TorchBatchedEnv(2, compile="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="device 'nowhere' is not usable"):
         TorchBatchedEnv(2, device="nowhere")
     with pytest.raises(RuntimeError, match="reset"):
@@ -666,6 +671,61 @@ def test_state_is_a_few_hundred_bytes_per_hand() -> None:
     assert per_hand == large.state_nbytes() // 2048 and per_hand < N_SEATS * OBS_SIZE / 4
     final = TorchBatchedEnv(1024, keep_final_obs=True)
     assert final.state_nbytes() > small.state_nbytes()
+
+
+COMPILED = Case(
+    "compiled-match51-variants-dealer1-device-deals-held-final",
+    {**VARIANTS, "target_score": 51, "first_dealer": 1},
+    n_envs=64,
+    n_steps=300,
+    p_double=0.6,
+    p_hold=0.1,
+    keep_final=True,
+    torch_deals=True,  # a host deal function would step eagerly
+    compile=True,
+)
+
+
+def test_compiled_engine_matches_numpy_engine() -> None:
+    """compile=True (the step's rules through torch.compile) is held to the numpy engine like
+    the eager step: every variant, a match, held envs and final observations. Slow: the first
+    step compiles (tens of seconds on a busy CPU)."""
+    if not hasattr(torch, "compile"):
+        pytest.skip("this torch has no torch.compile")
+    seen = _drive(COMPILED, "cpu", seed=21)
+    _check_coverage(COMPILED, seen)
+    if not seen.compiled:  # it fell back (warned): the comparison above ran the eager step
+        pytest.skip("torch.compile is not usable here (no C++ compiler?): fell back to eager")
+
+
+@pytest.mark.parametrize("fails", ["at compile", "at first call"])
+def test_compile_falls_back_to_the_eager_step_with_a_warning(monkeypatch: Any, fails: str) -> None:
+    """Where torch.compile is unavailable (no compiler, no backend for the device) the engine
+    warns once, turns ``compile`` off and steps eagerly: the same results, nothing lost."""
+
+    def broken_compile(fn: Any, **kwargs: Any) -> Any:
+        if fails == "at compile":
+            raise RuntimeError("no backend here")
+
+        def run(*args: Any) -> Any:
+            raise RuntimeError("C++ compile failed")
+
+        return run
+
+    monkeypatch.setattr(batched_torch.torch, "compile", broken_compile)
+    dealers, hands = _deal_arrays(3, 8)
+    eng = TorchBatchedEnv(8, seed=0, compile=True, max_doubling_level=2)
+    twin = TorchBatchedEnv(8, seed=0, max_doubling_level=2)
+    out: tuple[Any, ...] = eng.reset(dealers=dealers, hands=hands)
+    ref: tuple[Any, ...] = twin.reset(dealers=dealers, hands=hands)
+    with pytest.warns(RuntimeWarning, match="torch.compile failed .*stepping eagerly"):
+        out = eng.step(_first_legal(out[1]))
+    ref = twin.step(_first_legal(ref[1]))
+    assert eng.compile is False
+    for _ in range(80):  # past a hand end: the fallback carries on exactly as the eager twin
+        for x, y in zip(out, ref, strict=True):
+            _equal(x, y)
+        out, ref = eng.step(_first_legal(out[1])), twin.step(_first_legal(ref[1]))
 
 
 def test_the_package_does_not_import_the_torch_engine() -> None:

@@ -31,6 +31,12 @@ read stalls the queue):
   end over all hands, each selected with masks (``torch.where``); there is no Python loop over
   hands, no data-dependent shape and no ``.item()`` on the hot path, so a CUDA step only
   queues kernels.
+* **Few, cheap ops per step** (on CPU every op costs a few microseconds however small):
+  bitboards unpack to bytes through a 256-entry byte -> 8 bytes table (one gather), table
+  lookups are ``take``/``index_select`` (not advanced indexing), index arithmetic is one
+  ``torch.add(..., alpha=)`` per multiply-add, and registers are reset in place
+  (``masked_fill_``). ``compile=True`` hands the whole rules step (:meth:`_advance`, one graph)
+  to ``torch.compile``, which fuses it further; validation and the deal pool stay eager.
 * **Dealing on the device.** Deals come from a pool of one fresh deal per env (argsort of
   random keys, dealt four at a time from the seat after the dealer, as ``rules.deal``),
   redrawn every 48 steps: a hand lasts at least 49 decisions, so no env uses a pool entry
@@ -63,6 +69,8 @@ This module imports torch at the top: import it only where torch is installed (t
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -142,6 +150,7 @@ _REFILL = N_TRICKS * N_SEATS  # steps between pool redraws: < 49, the shortest h
 _POINTS = TOTAL_POINTS + 1  # team points 0..72
 _SUIT_CARDS = N_CARDS // 4
 _SUIT_BITS = (1 << _SUIT_CARDS) - 1
+_LITTLE = sys.byteorder == "little"  # bitboards are read byte by byte through a uint8 view
 
 # The observation is built as [9 bitboards: hand, played x4, trick x4][leader | voids bits]
 # [header][team][hand_number][match_scores][constants]: the layout must be exactly FIELDS'.
@@ -208,19 +217,36 @@ class _Tables:
         scores = rules.hand_scores(np.tile(points, (len(mult), 1)), np.repeat(mult, _POINTS))
         self.scores = put(np.asarray(scores, dtype=np.int64))
         self.seats = torch.arange(N_SEATS, device=device)
-        self.parity4 = torch.tensor([0, 1, 0, 1], device=device)
+        # by viewer v: the columns of [hands, played, trick (by absolute seat), leader | voids]
+        # that give [v's hand, played by v, v + 1, v + 2, v + 3, trick of v .. v + 3, leader
+        # | voids]
+        rel = (np.arange(N_SEATS)[:, None] + np.arange(N_SEATS)) % N_SEATS
+        last = np.full((N_SEATS, 1), 3 * N_SEATS)
+        self.board_pick = put(
+            np.concatenate([rel[:, :1], N_SEATS + rel, 2 * N_SEATS + rel, last], 1)
+        )
+        # the void bit of (seat, led suit): row seat * 5 + suit; a trick not led yet has none
+        void = np.array(
+            [[1 << (4 * st + su) if su < 4 else 0 for su in range(5)] for st in range(4)]
+        )
+        self.void_bit = put(void.reshape(-1).astype(np.int64))
+        # a trick's tally increments by (closed, winner's parity), the points column unscaled
+        self.tally_unit = put(np.array([[0] * 4, [0] * 4, [1, 0, 1, 0], [0, 1, 0, 1]]))
         self.one = torch.ones((), dtype=torch.int64, device=device)
         self.byte_shift = torch.arange(0, 64, 8, device=device)
-        self.bit_shift = torch.arange(8, dtype=torch.uint8, device=device)
+        # byte -> its 8 bits (low first) as the 8 bytes of one int64, native byte order
+        self.byte_bits = put(_np_engine._BYTE_BITS.view(np.uint8).copy().view(np.int64)[:, 0])
 
 
 class TorchBatchedEnv:
     """``num_envs`` independent Butifarra episodes stepped together on ``device`` (module docs).
 
     The constructor takes :class:`~butifarra_env.envs.batched.BatchedEnv`'s arguments and
-    options (validated by it, with its messages), plus ``device`` (default ``"cpu"``) and
-    ``check`` (validate actions in :meth:`step`, one host read per step; see the module docs).
-    Every method returns torch tensors on ``device``.
+    options (validated by it, with its messages), plus ``device`` (default ``"cpu"``),
+    ``check`` (validate actions in :meth:`step`, one host read per step; see the module docs)
+    and ``compile`` (run the step's rules through ``torch.compile``: on CPU a faster step for
+    a long run, after a first step that compiles for tens of seconds; where compilation is
+    unavailable it warns and steps eagerly). Every method returns torch tensors on ``device``.
     """
 
     def __init__(
@@ -233,6 +259,7 @@ class TorchBatchedEnv:
         obs_format: str = "uint8",
         keep_final_obs: bool = False,
         check: bool = True,
+        compile: bool = False,
         **options: Any,
     ) -> None:
         self.num_envs: int = check_int("num_envs", num_envs, 1)
@@ -248,6 +275,8 @@ class TorchBatchedEnv:
         )
         if not isinstance(check, bool):
             raise ValueError(f"check must be True or False, got {check!r}")
+        if not isinstance(compile, bool):
+            raise ValueError(f"compile must be True or False, got {compile!r}")
         self.options: Options = ref.options
         defaults = Options()
         for name, value in self.options.to_dict().items():
@@ -260,6 +289,10 @@ class TorchBatchedEnv:
         self.obs_format: str = ref.obs_format
         self.keep_final_obs: bool = ref.keep_final_obs
         self.check: bool = check
+        self.compile: bool = compile
+        """Run the step's rules through ``torch.compile`` (see :meth:`_advance`); False again
+        after a failed compilation (with a warning), the eager step in its place."""
+        self._compiled: Callable[..., Any] | None = None
         self.observation_size: int = OBS_SIZE
         self.state_size: int = STATE_SIZE
         self.action_size: int = N_ACTIONS
@@ -274,6 +307,9 @@ class TorchBatchedEnv:
         else:
             self._gen.manual_seed(seed % 2**64)
         self._tb = _Tables(ref, self.device)
+        # the options' constant bytes of every observation, materialised once (cat copies a
+        # contiguous block faster than a broadcast one)
+        self._tail = self._tb.tail.expand(self.num_envs, -1).contiguous()
         self._deal_fn: TorchDealFn | None = None
         self._deal_fn_dealers = False
         self._started = False
@@ -337,7 +373,7 @@ class TorchBatchedEnv:
         elif self._deal_fn is not None:
             dealer, new_hands = self._call_deal_fn(every, dealer, every)
         else:
-            new_hands = self._pool_hands.gather(1, self._tb.deal_rot[dealer])
+            new_hands = self._pool_hands.gather(1, self._tb.deal_rot.index_select(0, dealer))
         self._match_scores = torch.zeros_like(self._match_scores)
         self._hand_number = torch.zeros_like(self._hand_number)
         self._start_hands(every, dealer, new_hands)
@@ -364,8 +400,8 @@ class TorchBatchedEnv:
         act = None if active is None else self._check_active(active)
         if act is not None:
             a = torch.where(act, a, _INERT)
-        ok = (a >= 0) & (a < N_ACTIONS)
-        ok &= ((self._legal >> a.clamp(0, N_ACTIONS - 1)) & 1) == 1
+        # legal: bit a + 1 of legal << 1; any id outside 0-55 lands on a zero bit (0 or 57-63)
+        ok = (((self._legal << 1) >> (a.clamp(-1, 62) + 1)) & 1) == 1
         if act is not None:
             ok |= ~act
         if self.check:
@@ -382,6 +418,17 @@ class TorchBatchedEnv:
             isplay, bidding = self._in_play, ~self._in_play
         else:
             isplay, bidding = self._in_play & act, ~self._in_play & act
+        if self.compile and self._deal_fn is None:
+            out = self._compiled_advance(a, isplay, bidding, act)
+            if out is not None:
+                return out
+        return self._advance(a, isplay, bidding, act)
+
+    def _advance(
+        self, a: Tensor, isplay: Tensor, bidding: Tensor, act: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """The rules of one step after validation: tensor ops only (no host read, no Python
+        branch on tensor values), so ``torch.compile`` takes it as one graph."""
         legal = self._legal
         ended = self._play(a, isplay)
         if act is not None:
@@ -390,6 +437,30 @@ class TorchBatchedEnv:
         rewards, done = self._end_hands(ended)
         obs, mask, seat = self._outputs()
         return obs, mask, seat, rewards, done
+
+    def _compiled_advance(
+        self, a: Tensor, isplay: Tensor, bidding: Tensor, act: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor] | None:
+        """:meth:`_advance` through ``torch.compile`` (compiled on first use, one whole graph:
+        ``fullgraph=True``, so a failure is raised before any of it runs). None, with a
+        warning and ``compile`` switched off, when compilation is unavailable here."""
+        try:
+            if self._compiled is None:
+                self._compiled = torch.compile(self._advance, fullgraph=True, dynamic=False)
+            return cast(
+                tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
+                self._compiled(a, isplay, bidding, act),
+            )
+        except Exception as err:  # no C++ compiler, no inductor for this device, ...
+            self.compile = False
+            self._compiled = None
+            warnings.warn(
+                f"TorchBatchedEnv(compile=True): torch.compile failed ({type(err).__name__}: "
+                f"{err}); stepping eagerly instead",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
 
     def final_observations(self) -> tuple[Tensor, Tensor]:
         """``(env_ids (k,), obs (k, 4, 491))``: as :meth:`BatchedEnv.final_observations`, the
@@ -466,43 +537,46 @@ class TorchBatchedEnv:
         masked. Then the legal set of every env's next seat. Returns the hands just ended."""
         tb = self._tb
         s = self._to_move
-        mine = s[:, None] == tb.seats
-        bit = tb.bit[a]
-        self._hands = self._hands ^ torch.where(mine, bit[:, None], 0)
-        self._trick_bb = torch.where(mine, bit[:, None], self._trick_bb)
+        put = (s[:, None] == tb.seats) * tb.bit.take(a)[:, None]  # the card, in its seat
+        self._hands = self._hands ^ put
+        self._trick_bb = self._trick_bb | put  # the mover has no card on the trick yet
         first = self._cards_in_trick == 0
-        suit = tb.suit_of[a]
+        suit = tb.suit_of.take(a)
         led = torch.where(first, suit, self._led_suit)
         self._leader = torch.where(first, s, self._leader)
-        takes = ((tb.winners[self._trump * N_ACTIONS + self._win_card] >> a) & 1) == 1
-        self._win_card = torch.where(takes, a, self._win_card)
+        wrow = self._trump * N_ACTIONS  # the trump's rows of the winners table
+        takes = ((tb.winners.take(wrow + self._win_card) >> a) & 1) == 1
+        self._win_card = win_card = torch.where(takes, a, self._win_card)
         win_seat = torch.where(takes, s, self._win_seat)
         self._win_seat = win_seat
-        points = self._trick_points + tb.pts[a]
+        points = self._trick_points + tb.pts.take(a)
         in_trick = self._cards_in_trick + isplay
         void = isplay & (suit != led)  # did not follow: void in the led suit
-        self._voids = self._voids | torch.where(void, tb.one << (s * 4 + led.clamp(max=3)), 0)
+        self._voids = self._voids | tb.void_bit.take(torch.add(led, s, alpha=N_SEATS + 1)) * void
         to_move = torch.where(isplay, _seats(rules.next_seat, s), s)
 
         closed = in_trick == N_SEATS
-        team = ((win_seat & 1)[:, None] == tb.parity4) & closed[:, None]
-        gain = torch.stack([torch.ones_like(points), torch.ones_like(points), points + 1], 1)
-        self._team_tally = self._team_tally + torch.where(team, gain[:, [0, 1, 2, 2]], 0)
+        # a closed trick: one trick and its points (+1 per trick: the 72-point count) to the
+        # winner's team, (tricks A, tricks B, points A, points B)
+        gain = tb.tally_unit.index_select(0, (win_seat & 1) + 2 * closed)
+        gain[:, 2:] *= (points + 1)[:, None]
+        self._team_tally = self._team_tally + gain
         self._tricks_done = self._tricks_done + closed
-        self._trick_bb = torch.where(closed[:, None], 0, self._trick_bb)
+        # the registers of a closed trick are cleared in place (all fresh tensors of this step)
+        self._trick_bb.masked_fill_(closed[:, None], 0)
         self._to_move = to_move = torch.where(closed, win_seat, to_move)
-        self._cards_in_trick = torch.where(closed, 0, in_trick)
-        self._trick_points = torch.where(closed, 0, points)
-        self._led_suit = led = torch.where(closed, NO_SUIT, led)
-        self._win_card = torch.where(closed, _NO_CARD, self._win_card)
+        self._cards_in_trick = in_trick.masked_fill_(closed, 0)
+        self._trick_points = points.masked_fill_(closed, 0)
+        self._led_suit = led = led.masked_fill_(closed, NO_SUIT)
+        win_card.masked_fill_(closed, _NO_CARD)
 
         # rules.legal_cards over columns (see batched.py): follow, else anything; beat an
         # opponent's winning card when able.
         hand = self._hands.gather(1, to_move[:, None]).squeeze(1)
-        follow = hand & tb.suit_mask[led]
+        follow = hand & tb.suit_mask.take(led)
         base = torch.where(follow != 0, follow, hand)
-        beat = base & tb.winners[self._trump * N_ACTIONS + self._win_card]
-        beat &= tb.opp_mask[(win_seat ^ to_move) & 1]
+        beat = base & tb.winners.take(wrow + win_card)
+        beat &= tb.opp_mask.take((win_seat ^ to_move) & 1)
         self._legal = torch.where(beat != 0, beat, base)
         if self.options.obligada:
             # BatchedEnv._obligada: against an opponent, following suit without a card that
@@ -510,7 +584,7 @@ class TorchBatchedEnv:
             forced = (beat == 0) & (follow != 0) & (led != NO_SUIT)
             forced &= ((win_seat ^ to_move) & 1) == 1
             shift = led.clamp(max=3) * _SUIT_CARDS
-            weakest = tb.lowest[(follow >> shift) & _SUIT_BITS] << shift
+            weakest = tb.lowest.take((follow >> shift) & _SUIT_BITS) << shift
             self._legal = torch.where(forced, weakest, self._legal)
         return closed & (self._tricks_done == N_TRICKS)
 
@@ -527,7 +601,7 @@ class TorchBatchedEnv:
         self._trump = torch.where(choose, a - TRUMP_BASE, self._trump)  # butifarra -> NO_TRUMP
         self._chooser = torch.where(choose, s, self._chooser)
         self._level = level = self._level + dbl
-        cap = self._tb.cap[self._trump]  # rules.doubling_cap of each env's trump
+        cap = self._tb.cap.take(self._trump)  # rules.doubling_cap of each env's trump
         start = (choose & (cap == 0)) | (dbl & (level >= cap)) | (pas & (self._second_asked == 1))
         ask = (choose | dbl) & ~start
         to_move = torch.where(
@@ -548,8 +622,9 @@ class TorchBatchedEnv:
     def _end_hands(self, e: Tensor) -> tuple[Tensor, Tensor]:
         """Score the hands ``e``, deal the next hand or episode; returns (rewards, done)."""
         tb = self._tb
-        row = (self._trump * _LEVELS + self._level) * _POINTS + self._team_tally[:, 2]
-        scores = torch.where(e[:, None], tb.scores[row], 0)
+        row = torch.add(self._level, self._trump, alpha=_LEVELS)  # (trump * 5 + level) * 73 + A
+        row = torch.add(self._team_tally[:, 2], row, alpha=_POINTS)
+        scores = torch.where(e[:, None], tb.scores.index_select(0, row), 0)
         margin = scores[:, 0] - scores[:, 1]
         rewards = (margin[:, None] * tb.seat_sign).double() * self.reward_scale  # as numpy
         rewards = rewards.to(torch.float32)
@@ -578,39 +653,40 @@ class TorchBatchedEnv:
         if self._deal_fn is not None:
             dealer, hands = self._call_deal_fn(e, dealer, done)
         else:
-            hands = self._pool_hands.gather(1, self._tb.deal_rot[dealer])
+            hands = self._pool_hands.gather(1, self._tb.deal_rot.index_select(0, dealer))
         self._start_hands(e, dealer, hands)
         return rewards, done
 
     def _start_hands(self, e: Tensor, dealer: Tensor, hands: Tensor) -> None:
         """Put the envs ``e`` at the first decision of a new hand: ``dealer`` deals ``hands``
-        ((N, 4) bitboards by seat; rows outside ``e`` are ignored)."""
+        ((N, 4) bitboards by seat; rows outside ``e`` are ignored). In place (``masked_fill_``:
+        one kernel per register, no temporary): no register tensor is handed out uncopied."""
         e1 = e[:, None]
         self._hands = torch.where(e1, hands, self._hands)
         self._initial = torch.where(e1, hands, self._initial)
         self._dealer = torch.where(e, dealer, self._dealer)
         self._to_move = torch.where(e, dealer, self._to_move)
-        for name, value in (
-            ("_phase", PHASE_CHOOSE_TRUMP),
-            ("_trump", TRUMP_UNSET),
-            ("_chooser", -1),
-            ("_delegated", 0),
-            ("_level", 0),
-            ("_second_asked", 0),
-            ("_cards_in_trick", 0),
-            ("_trick_points", 0),
-            ("_led_suit", NO_SUIT),
-            ("_win_card", _NO_CARD),
-            ("_win_seat", 0),
-            ("_leader", 0),
-            ("_tricks_done", 0),
-            ("_voids", 0),
-            ("_legal", DEALER_ACTIONS_MASK),
+        for reg, value in (
+            (self._phase, PHASE_CHOOSE_TRUMP),
+            (self._trump, TRUMP_UNSET),
+            (self._chooser, -1),
+            (self._delegated, 0),
+            (self._level, 0),
+            (self._second_asked, 0),
+            (self._cards_in_trick, 0),
+            (self._trick_points, 0),
+            (self._led_suit, NO_SUIT),
+            (self._win_card, _NO_CARD),
+            (self._win_seat, 0),
+            (self._leader, 0),
+            (self._tricks_done, 0),
+            (self._voids, 0),
+            (self._legal, DEALER_ACTIONS_MASK),
+            (self._in_play, False),
         ):
-            setattr(self, name, torch.where(e, value, getattr(self, name)))
-        self._in_play = self._in_play & ~e
-        self._team_tally = torch.where(e1, 0, self._team_tally)
-        self._trick_bb = torch.where(e1, 0, self._trick_bb)
+            reg.masked_fill_(e, value)
+        self._team_tally.masked_fill_(e1, 0)
+        self._trick_bb.masked_fill_(e1, 0)
 
     def _refill(self) -> None:
         """Draw the next deal and dealer of every env: a uniform shuffle dealt four cards at
@@ -686,35 +762,53 @@ class TorchBatchedEnv:
         ``observation.FIELDS`` order (asserted at import)."""
         tb = self._tb
         k = v.shape[0]
-        rel = (v[:, None] + tb.seats) & 3  # the absolute seat of each relative seat
         hands = p["hands"]
-        own = hands.gather(1, v[:, None])
-        played = (p["initial"] ^ hands).gather(1, rel)
-        trick = p["trick_bb"].gather(1, rel)
         shift = 4 * v  # the void nibbles rotated into v's frame
         voids = ((p["voids"] >> shift) | (p["voids"] << (16 - shift))) & 0xFFFF
         leader = torch.where(p["cards_in_trick"] > 0, tb.one << ((p["leader"] - v) & 3), 0)
-        boards = torch.cat([own, played, trick, (leader | voids << N_SEATS)[:, None]], dim=1)
+        # [own hand, played x4, trick x4, leader | voids] in v's frame: one gather from
+        # [hands, played, trick (by absolute seat), leader | voids]
+        boards = torch.cat(
+            [hands, p["initial"] ^ hands, p["trick_bb"], (leader | voids << N_SEATS)[:, None]], 1
+        )
+        boards = boards.gather(1, tb.board_pick.index_select(0, v))
         bits = self._unpack(boards)[:, :_BITS_END]
         phase = p["phase"]
         turn = torch.where(phase == PHASE_DOUBLING, p["to_move"] + 1, 0)
         h1, h2, h3 = tb.header
-        g1 = (p["trump"] * (N_SEATS + 1) + p["chooser"] + 1) * 2 + p["delegated"]
-        header = h1[g1 * N_SEATS + v]
-        header |= h2[(p["dealer"] * _LEVELS + p["level"]) * N_SEATS + v]
-        header |= h3[(turn * _N_PHASES + phase) * N_SEATS + v]
-        team = p["team_tally"].gather(1, tb.team_perm[v & 1]).to(torch.uint8)
+        # rows ((trump * 5 + chooser + 1) * 2 + delegated) * 4 + v, (dealer * 5 + level) * 4 + v,
+        # (turn * 6 + phase) * 4 + v: each multiply-add one torch.add(..., alpha=)
+        g1 = torch.add(p["chooser"], p["trump"], alpha=N_SEATS + 1)
+        g1 = torch.add(p["delegated"], g1, alpha=2)
+        g1 = torch.add(v, g1, alpha=N_SEATS).add_(2 * N_SEATS)  # the + 1 of chooser
+        header = h1.index_select(0, g1)
+        g2 = torch.add(p["level"], p["dealer"], alpha=_LEVELS)
+        header |= h2.index_select(0, torch.add(v, g2, alpha=N_SEATS))
+        g3 = torch.add(phase, turn, alpha=_N_PHASES)
+        header |= h3.index_select(0, torch.add(v, g3, alpha=N_SEATS))
+        team = p["team_tally"].gather(1, tb.team_perm.index_select(0, v & 1)).to(torch.uint8)
         hand_number = p["hand_number"].clamp(max=CLIP).to(torch.uint8)[:, None]
-        match = p["match_scores"].clamp(max=CLIP).gather(1, tb.match_perm[v]).to(torch.uint8)
-        tail = tb.tail.expand(k, -1)
+        match = (
+            p["match_scores"]
+            .clamp(max=CLIP)
+            .gather(1, tb.match_perm.index_select(0, v))
+            .to(torch.uint8)
+        )
+        tail = self._tail if k == self.num_envs else tb.tail.expand(k, -1).contiguous()
         return torch.cat([bits, header, team, hand_number, match, tail], dim=1)
 
     def _unpack(self, boards: Tensor, n_bytes: int = N_CARDS // 8) -> Tensor:
-        """(k, m) int64 bitboards -> (k, m * 8 * n_bytes) uint8 0/1, low bit first."""
+        """(k, m) int64 bitboards -> (k, m * 8 * n_bytes) uint8 0/1, low bit first: each byte
+        looked up in a 256-entry table of its 8 bits packed as one int64 (one gather, where
+        shifting every bit out costs a pass per bit)."""
         tb = self._tb
-        by = ((boards[:, :, None] >> tb.byte_shift[:n_bytes]) & 255).to(torch.uint8)
         k, m = boards.shape
-        return ((by[:, :, :, None] >> tb.bit_shift) & 1).reshape(k, m * 8 * n_bytes)
+        if _LITTLE:
+            by = boards.contiguous().view(torch.uint8).reshape(k, m, 8)[:, :, :n_bytes]
+        else:
+            by = ((boards[:, :, None] >> tb.byte_shift[:n_bytes]) & 255).to(torch.uint8)
+        bits = tb.byte_bits.index_select(0, by.reshape(-1).to(torch.int32))
+        return bits.view(torch.uint8).reshape(k, m * 8 * n_bytes)
 
     def _outputs(self) -> tuple[Tensor, Tensor, Tensor]:
         """Fresh (obs, mask, seat) for the seat to move in every env."""
@@ -769,7 +863,8 @@ class TorchBatchedEnv:
     def _lowest_legal(self) -> Tensor:
         """The lowest legal action id of every env (the lowest set bit of its legal set)."""
         low = (self._legal & -self._legal).to(torch.float64)  # a power of two, exact
-        return (torch.frexp(low).exponent.to(torch.int64) - 1).clamp(0, N_ACTIONS - 1)
+        # its exponent, read from the float's bits (frexp costs ~30x more on CPU)
+        return ((low.view(torch.int64) >> 52) - 1023).clamp(0, N_ACTIONS - 1)
 
     def _require_started(self) -> None:
         if not self._started:
