@@ -15,7 +15,7 @@ import os
 import numpy as np
 import torch
 
-from agents.base import Agent, check_batch
+from agents.base import VARIANTS, Agent, check_batch, trained_variants
 from agents.ppo_net import ActorCritic, load_checkpoint, masked_logits, model_from_checkpoint
 
 
@@ -28,6 +28,15 @@ class PPOAgent(Agent):
     """The file the policy came from (None for :meth:`from_model`)."""
     info: dict[str, int | float]
     """Training counters stored in the checkpoint (update, global_step, elapsed_s), if any."""
+    supported_variants: frozenset[str] = frozenset()
+    """A policy plays the rules it was trained under: the variants its checkpoint's training
+    config names (:func:`agents.base.trained_variants`; none for the shipped ones, nor for
+    :meth:`from_model`); every one with ``allow_variants``."""
+    trained_variants: frozenset[str] = frozenset()
+    variants_hint = (
+        "the policy was trained under the default rules; seat rule or search:bidding=rule, "
+        "or play it anyway with allow_variants=True (the spec ppo:allow_variants)"
+    )
 
     def __init__(
         self,
@@ -35,10 +44,14 @@ class PPOAgent(Agent):
         device: str = "cpu",
         deterministic: bool = True,
         seed: int | None = None,
+        allow_variants: bool = False,
     ) -> None:
         data = load_checkpoint(checkpoint_path)
         self.checkpoint_path = str(checkpoint_path)
         self.info = {k: data[k] for k in ("update", "global_step", "elapsed_s") if k in data}
+        config = data.get("config")
+        self.trained_variants = trained_variants(config if isinstance(config, dict) else None)
+        self.supported_variants = VARIANTS if allow_variants else self.trained_variants
         self._setup(model_from_checkpoint(data, checkpoint_path), device, deterministic, seed)
 
     @classmethod
@@ -48,11 +61,14 @@ class PPOAgent(Agent):
         device: str = "cpu",
         deterministic: bool = True,
         seed: int | None = None,
+        allow_variants: bool = False,
     ) -> PPOAgent:
         """Wrap an in-memory model (e.g. during training, for the arena)."""
         agent = cls.__new__(cls)
         agent.checkpoint_path = None
         agent.info = {}
+        agent.trained_variants = frozenset()
+        agent.supported_variants = VARIANTS if allow_variants else frozenset()
         agent._setup(model, device, deterministic, seed)
         return agent
 
@@ -72,7 +88,7 @@ class PPOAgent(Agent):
         else:
             self.generator.manual_seed(int(seed))
 
-    @torch.no_grad()
+    @torch.inference_mode()  # no autograd bookkeeping at all
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         obs, masks = check_batch(observations, action_masks)
         if not (masks != 0).any(axis=1).all():
@@ -87,7 +103,7 @@ class PPOAgent(Agent):
             actions = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
         return actions.cpu().numpy().astype(np.int64)
 
-    @torch.no_grad()
+    @torch.inference_mode()  # no autograd bookkeeping at all
     def action_probs_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         """Softmax of the masked logits (0 on illegal actions), for game records; draws nothing."""
         obs, masks = check_batch(observations, action_masks)

@@ -211,11 +211,6 @@ def test_a_ppo_spec_refuses_a_variant_unless_allowed() -> None:
         make_agent("ppo-r1:obligada", 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the agents/ppo_agent.py change of issue 31's report (supported_variants from "
-    "the checkpoint's config); until then only the registry's PPO specs refuse",
-)
 def test_a_ppo_agent_made_directly_refuses_a_variant() -> None:
     _ppo()
     from agents.ppo_agent import PPOAgent
