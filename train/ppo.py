@@ -57,6 +57,7 @@ from agents import Agent
 from agents.ppo_net import (
     HIDDEN_HANDS_SIZE,
     ActorCritic,
+    NetInputs,
     hidden_hands,
     masked_entropy,
     masked_log_probs,
@@ -265,8 +266,9 @@ def learner_acts(
     hid = hidden_hands(np.asarray(st.env.state())[slots], seat) if with_hidden else None
     o, m = torch.from_numpy(obs).to(device), torch.from_numpy(mask).to(device)
     h = None if hid is None else torch.from_numpy(hid).to(device)
-    with torch.no_grad():
-        logits, values = model(o, m, h)
+    with torch.inference_mode():  # acting needs no autograd (nor the belief head)
+        inputs = model.inputs(o, m, legal_cards=True)
+        logits, values, _ = model.forward_inputs(inputs, h, belief=False)
         actions, logp = sample_masked(logits, m)
     act = actions.cpu().numpy()
     decision = {"obs": obs, "mask": mask, "act": act, "logp": logp.cpu().numpy()}
@@ -289,7 +291,7 @@ def policy_samples(
     model: ActorCritic, obs: np.ndarray, mask: np.ndarray, device: torch.device
 ) -> np.ndarray:
     """Actions sampled from ``model``'s masked policy (for the snapshot opponent)."""
-    with torch.no_grad():
+    with torch.inference_mode():
         m = torch.from_numpy(mask).to(device)
         actions, _ = sample_masked(model.logits(torch.from_numpy(obs).to(device), m), m)
     return actions.cpu().numpy()
@@ -466,16 +468,18 @@ def value_loss(
 def ppo_loss(
     model: ActorCritic,
     b: dict[str, torch.Tensor],
+    inputs: NetInputs,
     j: torch.Tensor,
     cfg: Config,
     teacher_weight: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped PPO loss on the rows ``j`` of the flat batch ``b`` (plus the auxiliary belief
-    and imitation losses), and its diagnostics."""
+    """Clipped PPO loss on the rows ``j`` of the flat batch ``b`` (``inputs``: what the
+    network reads of it), plus the auxiliary belief and imitation losses, and diagnostics."""
     mask = b["mask"][j]
-    logits, value, belief_loss = model.forward_all(
-        b["obs"][j], mask, b["hid"][j] if "hid" in b else None
+    logits, value, belief_loss = model.forward_inputs(
+        inputs.rows(j), b["hid"][j] if "hid" in b else None
     )
+    logits, value = logits.float(), value.float()  # the losses in float32 (``update_bf16``)
     all_logp = masked_log_probs(logits, mask)
     new_logp = all_logp.gather(-1, b["act"][j][:, None]).squeeze(-1)
     entropy = masked_entropy(logits, mask).mean()
@@ -521,6 +525,8 @@ def ppo_update(
     """Clipped PPO epochs over minibatches of one rollout's finished hands; ``progress``
     (0 to 1) is the share of the budget spent, for the step-size schedule."""
     b = flat_batch(batch, cfg, device)
+    with torch.no_grad():  # no parameter goes into them: once per batch, not per minibatch
+        inputs = model.inputs(b["obs"], b["mask"], legal_cards=True)
     size = len(b["act"])
     mb = max(1, math.ceil(size / cfg.num_minibatches))
     teacher_weight = cfg.teacher_weight(progress)
@@ -533,7 +539,9 @@ def ppo_update(
     for _ in range(cfg.update_epochs):
         perm = torch.randperm(size, device=device)
         for start in range(0, size, mb):
-            loss, parts = ppo_loss(model, b, perm[start : start + mb], cfg, teacher_weight)
+            j = perm[start : start + mb]
+            with torch.autocast(device.type, torch.bfloat16, enabled=cfg.update_bf16):
+                loss, parts = ppo_loss(model, b, inputs, j, cfg, teacher_weight)
             optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -627,6 +635,8 @@ def train(
                 metrics |= stats.metrics() | {"minutes": at.elapsed_s / 60.0}
                 metrics |= {"update": at.update, "global_step": at.global_step, "hands": at.hands}
                 metrics["steps_per_second"] = steps / max(dt, 1e-9)
+                trained = metrics.get("batch_transitions", 0.0)  # learner decisions trained
+                metrics["learner_decisions_per_second"] = trained / max(dt, 1e-9)
                 if cfg.eval_every and at.update % cfg.eval_every == 0:
                     metrics |= evaluate(model, cfg, device)
                     now = clock()

@@ -33,6 +33,7 @@ TB_GROUPS = {
     **{k: "losses" for k in CSV_FIELDS if k.startswith("loss_")},
     **{k: "losses" for k in ("entropy", "approx_kl", "clipfrac")},
     **{k: "charts" for k in ("explained_variance", "learning_rate", "steps_per_second")},
+    "learner_decisions_per_second": "charts",  # not in metrics.csv, which has its factors
     **{k: "charts" for k in ("batch_transitions", "hands", "minutes")},
     **{k: "eval" for k in CSV_FIELDS if k.startswith("eval_")},
     **{k: "train" for k in CSV_FIELDS if k.startswith("train_vs_")},
