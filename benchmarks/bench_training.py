@@ -2,6 +2,7 @@
 
     python benchmarks/bench_training.py [--updates 12] [--repeats 3] [--seed 0]
         [--rev HEAD] [--config NAME ...] [--torch-threads 1] [--this-tree-flags=FLAGS]
+        [--devices numpy torch-cpu torch-cuda]
 
 Runs ``python -m train.ppo`` for ``--updates`` PPO updates per configuration, ``--torch-threads``
 torch threads (one: the figures are per core), no evaluation, ``--repeats`` times with the
@@ -29,6 +30,11 @@ configurations:
   first quarter of a run: the teacher is asked at every learner decision);
 * ``now, teacher off``: today's defaults afterwards (the teacher is asked at bids only).
 
+``--devices`` times each configuration on each engine and device (:data:`DEVICES`):
+``numpy`` (the numpy engine, networks on CPU: the default and the shipped recipe),
+``torch-cpu`` and ``torch-cuda`` (``--engine torch``: TorchBatchedEnv, rollout and update on
+that device; docs/accelerator.md). ``torch-cuda`` is refused where torch sees no CUDA device.
+
 The training code is run, not imported (single-file algorithms are imported by nobody).
 """
 
@@ -55,6 +61,12 @@ CONFIGS: dict[str, list[str]] = {
     "now, teacher off": ["--teacher-until", "0"],
 }  # fmt: skip
 """Configuration name -> train.ppo flags on top of today's defaults."""
+DEVICES: dict[str, list[str]] = {
+    "numpy": ["--engine", "numpy", "--device", "cpu"],
+    "torch-cpu": ["--engine", "torch", "--device", "cpu"],
+    "torch-cuda": ["--engine", "torch", "--device", "cuda", "--no-deterministic"],
+}
+"""``--devices`` name -> train.ppo flags: the engine and the device it trains on."""
 WARMUP_UPDATES = 2
 NUM_ENVS, NUM_STEPS = 256, 64
 """The engine steps of one update at the default ``--num-envs`` and ``--num-steps`` (the
@@ -98,10 +110,23 @@ def main() -> int:
         "--this-tree-flags", default="", metavar="FLAGS",
         help='train.ppo flags for this tree\'s runs only, e.g. "--update-bf16"',
     )  # fmt: skip
+    p.add_argument(
+        "--devices", nargs="+", choices=tuple(DEVICES), default=None,
+        help="engines/devices to time each configuration on (default: the numpy engine only)",
+    )  # fmt: skip
     args = p.parse_args()
     if args.updates <= WARMUP_UPDATES or args.repeats < 1 or args.torch_threads < 1:
         p.error(f"--updates must be > {WARMUP_UPDATES}, --repeats and --torch-threads >= 1")
     configs = {k: CONFIGS[k] for k in (args.config or CONFIGS)}
+    if args.devices:
+        if "torch-cuda" in args.devices and not cuda_available():
+            p.error("--devices torch-cuda: this torch sees no CUDA device (allowed here: "
+                    "numpy, torch-cpu)")  # fmt: skip
+        configs = {
+            f"{name} @ {dev}": flags + DEVICES[dev]
+            for name, flags in configs.items()
+            for dev in dict.fromkeys(args.devices)
+        }
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"this tree": ROOT}
         if args.rev:
@@ -119,6 +144,15 @@ def main() -> int:
                 )
     report(rates, configs, args)
     return 0
+
+
+def cuda_available() -> bool:
+    """Whether this Python's torch sees a CUDA device (False without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 Rates = dict[tuple[str, str], list[tuple[float, float]]]

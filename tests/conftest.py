@@ -59,6 +59,8 @@ SLOW = {
     "tests/test_ppo.py::test_cli_help_lists_flags",
     "tests/test_arena.py::test_console_script_exit_status_without_traceback",
     # in-process training
+    "tests/test_ppo_device.py::test_torch_engine_trains_and_writes_a_loadable_checkpoint",
+    "tests/test_ppo_device.py::test_torch_engine_same_seed_same_weights_and_resume_is_bit_exact",
     "tests/test_ppo_schedules.py::test_teacher_makes_the_learner_play_like_it",
     "tests/test_ppo_schedules.py::test_belief_training_learns_who_holds_what",
     "tests/test_env_formats.py::test_sb3_contrib_maskable_ppo_finds_the_masks_and_learns_through_env_kwargs",
@@ -129,6 +131,7 @@ MODULE_GROUPS = {
     "tests/test_rule_batch.py",  # the positions both rule-agent paths decide
     "tests/test_rule_torch.py",
     "tests/test_variance.py",  # duels played once
+    "tests/test_ppo_speed.py",  # the positions both training paths see
 }
 """Modules whose module-scoped fixtures are expensive: each module stays on one worker so
 the fixture is built once (tests/test_tiers.py checks that every such module is here)."""

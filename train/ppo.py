@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 try:
     import numpy as np
@@ -55,6 +56,7 @@ except ImportError as exc:  # ``python -m train.ppo`` without torch: one line, n
 
 from agents import Agent
 from agents.ppo_net import (
+    _HAND_COLUMNS,
     HIDDEN_HANDS_SIZE,
     ActorCritic,
     NetInputs,
@@ -66,6 +68,7 @@ from agents.ppo_net import (
 from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.core.observation import OBS_SIZE
 from butifarra_env.envs.batched import BatchedEnv
+from butifarra_env.envs.batched_torch import TorchBatchedEnv
 from train import ppo_checkpoint as checkpoint
 from train.ppo_config import OPPONENTS, Config, Opponent
 from train.ppo_metrics import MetricsLog, evaluate
@@ -94,13 +97,162 @@ def setup_torch(cfg: Config) -> torch.device:
 
 
 # ----------------------------------------------------------------------------- env
-EnvFactory = Callable[[int, int], BatchedEnv]
+EnvFactory = Callable[[int, int], Any]
 """``factory(num_envs, seed)`` -> a batched engine (tests swap in their own)."""
 
 
 def make_env(num_envs: int, seed: int) -> BatchedEnv:
     """The batched engine (one hand per episode, raw rewards; we scale them ourselves)."""
     return BatchedEnv(num_envs, seed=seed)
+
+
+class NumpyArrays:
+    """The rollout's arrays with the numpy :class:`BatchedEnv` (``--engine numpy``, the
+    shipped recipe): buffers on the host, the networks' outputs copied back each step."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def make_env(self, num_envs: int, seed: int) -> Any:
+        return make_env(num_envs, seed)
+
+    def asarray(self, x: Any) -> Any:
+        return np.asarray(x)
+
+    def put(self, x: np.ndarray) -> Any:
+        """A host array (drawn by the numpy generator) as an engine array."""
+        return x
+
+    def out(self, t: torch.Tensor) -> Any:
+        """A network output as an engine array."""
+        return t.cpu().numpy()
+
+    def zeros(self, shape: tuple[int, ...], dtype: str) -> Any:
+        return np.zeros(shape, np.dtype(dtype))
+
+    def full(self, shape: tuple[int, ...], value: int, dtype: str) -> Any:
+        return np.full(shape, value, np.dtype(dtype))
+
+    def nonzero(self, b: Any) -> Any:
+        return np.flatnonzero(b)
+
+    def add_at(self, target: Any, idx: Any, values: Any) -> None:
+        np.add.at(target, idx, values)
+
+    def cat(self, parts: list[Any]) -> Any:
+        return np.concatenate(parts)
+
+    def f64(self, x: Any) -> Any:
+        return x.astype(np.float64)
+
+    def hidden(self, state: Any, seat: Any) -> Any:
+        return hidden_hands(np.asarray(state), seat)
+
+    def random_actions(self, mask: Any, rng: np.random.Generator) -> Any:
+        return random_legal_actions(mask, rng)
+
+    def teach_bids(self, teacher: Any, obs: Any, mask: Any, bids: Any) -> Any:
+        """The teacher's action at the bidding rows ``bids``, -1 elsewhere."""
+        teach = np.full(len(obs), -1, np.int64)
+        if bids.any():
+            teach[bids] = teacher.act_batch(obs[bids], mask[bids])
+        return teach
+
+    def host(self, batch: Mapping[str, Any]) -> Batch:
+        return dict(batch)
+
+
+class TorchArrays(NumpyArrays):
+    """The same arrays as torch tensors with :class:`TorchBatchedEnv` on ``device``
+    (``--engine torch``): rollout, opponents, buffers, GAE and update stay there; the host
+    numpy generator still draws seatings and opponents (copied to the device, never read
+    back). What still waits for the device each step: the row indices of each kind of
+    player and of the hands that ended (``nonzero``)."""
+
+    def make_env(self, num_envs: int, seed: int) -> Any:
+        return TorchBatchedEnv(num_envs, seed=seed, device=self.device, check=False)
+
+    def asarray(self, x: Any) -> Any:
+        return x
+
+    def put(self, x: np.ndarray) -> Any:
+        return torch.as_tensor(x).to(self.device, non_blocking=True)
+
+    def out(self, t: torch.Tensor) -> Any:
+        return t
+
+    def zeros(self, shape: tuple[int, ...], dtype: str) -> Any:
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device=self.device)
+
+    def full(self, shape: tuple[int, ...], value: int, dtype: str) -> Any:
+        return torch.full(shape, value, dtype=getattr(torch, dtype), device=self.device)
+
+    def nonzero(self, b: Any) -> Any:
+        return torch.nonzero(b).squeeze(-1)
+
+    def add_at(self, target: Any, idx: Any, values: Any) -> None:
+        target.index_add_(0, idx, values.to(target.dtype))
+
+    def cat(self, parts: list[Any]) -> Any:
+        return torch.cat(parts)
+
+    def f64(self, x: Any) -> Any:
+        return x.double()
+
+    def hidden(self, state: Any, seat: Any) -> Any:
+        cols = torch.as_tensor(_HAND_COLUMNS, device=state.device)
+        rel = (seat.long()[:, None] + torch.arange(1, 4, device=state.device)[None, :]) % 4
+        rows = torch.arange(len(state), device=state.device)[:, None, None]
+        return state[rows, cols[rel]].reshape(len(state), HIDDEN_HANDS_SIZE)
+
+    def random_actions(self, mask: Any, rng: np.random.Generator) -> Any:
+        return torch.multinomial(mask.float(), 1).squeeze(-1)
+
+    def teach_bids(self, teacher: Any, obs: Any, mask: Any, bids: Any) -> Any:
+        return torch.where(bids, teacher.act_batch(obs, mask), -1)
+
+    def host(self, batch: Mapping[str, Any]) -> Batch:
+        return {k: v.cpu().numpy() for k, v in batch.items()}
+
+
+class DeviceRuleAgent:
+    """The rule-based player on the rollout's tensors (:func:`agents.rule_torch.decide_batch_torch`,
+    the same decisions as the numpy rule-based agent)."""
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act_batch(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        from agents.rule_torch import decide_batch_torch
+
+        return decide_batch_torch(obs, mask)
+
+
+class HostAgent:
+    """Any other registry agent with the torch engine: its rows are copied to the host and
+    its actions back (the one fallback; ``train`` says so in a log line)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def reset(self, seed: int | None = None) -> None:
+        self.agent.reset(seed=seed)
+
+    def act_batch(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        actions = self.agent.act_batch(obs.cpu().numpy(), mask.cpu().numpy())
+        return torch.as_tensor(np.asarray(actions, np.int64), device=obs.device)
+
+
+def on_device(agent: Agent | None, role: str) -> Any:
+    """``agent`` for the torch engine: the rule-based one on the device, others on the host."""
+    from agents.rule_based import RuleBasedAgent
+
+    if agent is None or type(agent) is RuleBasedAgent:
+        return None if agent is None else DeviceRuleAgent()
+    print(f"train.ppo: the {role} {type(agent).__name__} runs on the host (only the "
+          "rule-based agent runs on the device); its rows are copied each step",
+          file=sys.stderr)  # fmt: skip
+    return HostAgent(agent)
 
 
 # ----------------------------------------------------------------------------- network
@@ -134,25 +286,28 @@ class HandBuffers:
     len: np.ndarray  # (N,) int64 decisions stored so far in each slot's hand
 
     @classmethod
-    def empty(cls, n: int, hidden_size: int) -> HandBuffers:
+    def empty(cls, n: int, hidden_size: int, xp: NumpyArrays | None = None) -> HandBuffers:
+        """Empty buffers, numpy arrays (or ``xp``'s: torch tensors on the device)."""
+        xp = xp or NumpyArrays(torch.device("cpu"))
         steps = MAX_LEARNER_STEPS_PER_HAND
         return cls(
-            obs=np.zeros((n, steps, OBS_SIZE), np.uint8),
-            mask=np.zeros((n, steps, N_ACTIONS), np.int8),
-            act=np.zeros((n, steps), np.int64),
-            logp=np.zeros((n, steps), np.float32),
-            val=np.zeros((n, steps), np.float32),
-            seat=np.zeros((n, steps), np.int8),
-            hid=np.zeros((n, steps, hidden_size), np.uint8),
-            teach=np.full((n, steps), -1, np.int64),
-            len=np.zeros(n, np.int64),
+            obs=xp.zeros((n, steps, OBS_SIZE), "uint8"),
+            mask=xp.zeros((n, steps, N_ACTIONS), "int8"),
+            act=xp.zeros((n, steps), "int64"),
+            logp=xp.zeros((n, steps), "float32"),
+            val=xp.zeros((n, steps), "float32"),
+            seat=xp.zeros((n, steps), "int8"),
+            hid=xp.zeros((n, steps, hidden_size), "uint8"),
+            teach=xp.full((n, steps), -1, "int64"),
+            len=xp.zeros((n,), "int64"),
         )
 
-    def append(self, slots: np.ndarray, decision: Mapping[str, np.ndarray]) -> None:
+    def append(self, slots: Any, decision: Mapping[str, Any]) -> None:
         """Store one decision per slot in ``slots`` (``decision``: one row per slot)."""
         pos = self.len[slots]
         for name, rows in decision.items():
-            getattr(self, name)[slots, pos] = rows
+            dest = getattr(self, name)
+            dest[slots, pos] = rows if isinstance(dest, np.ndarray) else rows.to(dest.dtype)
         self.len[slots] += 1
 
     def take(self, slots: np.ndarray) -> Batch:
@@ -195,14 +350,22 @@ class RolloutState:
     probs: np.ndarray  # per-:class:`Opponent` probabilities for the hands dealt now
     ask_teacher: bool = False  # record the teacher's action at each learner decision...
     teach_bids_only: bool = False  # ...at bids and doublings only (just the floor weighs)
+    xp: NumpyArrays = field(default_factory=lambda: NumpyArrays(torch.device("cpu")))
 
 
 @dataclass
 class RolloutStats:
-    """Hands finished in one rollout, and the learner team's raw points, per opponent."""
+    """Hands finished in one rollout, and the learner team's raw points, per opponent (on the
+    device with the torch engine until :meth:`host`, once per rollout)."""
 
-    hands: np.ndarray = field(default_factory=lambda: np.zeros(len(Opponent)))
-    points: np.ndarray = field(default_factory=lambda: np.zeros(len(Opponent)))
+    hands: Any = field(default_factory=lambda: np.zeros(len(Opponent)))
+    points: Any = field(default_factory=lambda: np.zeros(len(Opponent)))
+
+    def host(self) -> RolloutStats:
+        """The counts as numpy arrays."""
+        if isinstance(self.hands, torch.Tensor):
+            return RolloutStats(self.hands.cpu().numpy(), self.points.cpu().numpy())
+        return self
 
     def metrics(self) -> dict[str, float]:
         """``train_vs_{opponent}``: points/hand of the sampled policy (self-play excluded)."""
@@ -230,23 +393,25 @@ def start_rollouts(
     rng: np.random.Generator,
     pool: OpponentPool,
     progress: float = 0.0,
+    xp: NumpyArrays | None = None,
 ) -> RolloutState:
     """Fresh engine and empty buffers, seeded from ``(seed, update)``, so that a resumed run
     replays exactly what an uninterrupted one does (in-progress hands of the previous
     interval are dropped: at most one per engine slot per checkpoint interval)."""
+    xp = xp or NumpyArrays(torch.device("cpu"))
     n = cfg.num_envs
     env_seed = int(np.random.SeedSequence([cfg.seed, update]).generate_state(1)[0])
     env = env_factory(n, env_seed)
     obs, mask, seat = env.reset(seed=env_seed)
     if pool.fixed is not None:
         pool.fixed.reset(seed=env_seed)
-    buffers = HandBuffers.empty(n, HIDDEN_HANDS_SIZE if needs_hidden(cfg) else 0)
-    learner_team = rng.integers(0, 2, n)
+    buffers = HandBuffers.empty(n, HIDDEN_HANDS_SIZE if needs_hidden(cfg) else 0, xp)
+    learner_team = xp.put(rng.integers(0, 2, n))
     probs = cfg.opponent_probs(progress)
-    opponent = draw_opponents(rng, n, probs, bool(pool.snapshots))
+    opponent = xp.put(draw_opponents(rng, n, probs, bool(pool.snapshots)))
     return RolloutState(
-        env, np.asarray(obs), np.asarray(mask), np.asarray(seat), buffers, learner_team, opponent,
-        probs,
+        env, xp.asarray(obs), xp.asarray(mask), xp.asarray(seat), buffers, learner_team,
+        opponent, probs, xp=xp,
     )  # fmt: skip
 
 
@@ -262,39 +427,34 @@ def learner_acts(
     """Sample the learner's actions at ``slots`` and store the decisions in the buffers
     (with ``teacher``'s choices, when given: at every decision, or at the bidding and
     doubling ones only with ``teach_bids_only``)."""
+    xp = st.xp
     obs, mask, seat = st.obs[slots], st.mask[slots], st.seat[slots]
-    hid = hidden_hands(np.asarray(st.env.state())[slots], seat) if with_hidden else None
-    o, m = torch.from_numpy(obs).to(device), torch.from_numpy(mask).to(device)
-    h = None if hid is None else torch.from_numpy(hid).to(device)
+    hid = xp.hidden(st.env.state()[slots], seat) if with_hidden else None
+    o, m = torch.as_tensor(obs).to(device), torch.as_tensor(mask).to(device)
+    h = None if hid is None else torch.as_tensor(hid).to(device)
     with torch.inference_mode():  # acting needs no autograd (nor the belief head)
         inputs = model.inputs(o, m, legal_cards=True)
         logits, values, _ = model.forward_inputs(inputs, h, belief=False)
         actions, logp = sample_masked(logits, m)
-    act = actions.cpu().numpy()
-    decision = {"obs": obs, "mask": mask, "act": act, "logp": logp.cpu().numpy()}
-    decision |= {"val": values.cpu().numpy(), "seat": seat}
+    act = xp.out(actions)
+    decision = {"obs": obs, "mask": mask, "act": act, "logp": xp.out(logp)}
+    decision |= {"val": xp.out(values), "seat": seat}
     if hid is not None:
         decision["hid"] = hid
     if teacher is not None and not teach_bids_only:
         decision["teach"] = teacher.act_batch(obs, mask)
     elif teacher is not None:
-        teach = np.full(len(slots), -1, np.int64)
-        bids = bidding_rows(mask)
-        if bids.any():
-            teach[bids] = teacher.act_batch(obs[bids], mask[bids])
-        decision["teach"] = teach
+        decision["teach"] = xp.teach_bids(teacher, obs, mask, bidding_rows(mask))
     st.buffers.append(slots, decision)
     return act
 
 
-def policy_samples(
-    model: ActorCritic, obs: np.ndarray, mask: np.ndarray, device: torch.device
-) -> np.ndarray:
+def policy_samples(model: ActorCritic, obs: Any, mask: Any, device: torch.device) -> torch.Tensor:
     """Actions sampled from ``model``'s masked policy (for the snapshot opponent)."""
     with torch.inference_mode():
-        m = torch.from_numpy(mask).to(device)
-        actions, _ = sample_masked(model.logits(torch.from_numpy(obs).to(device), m), m)
-    return actions.cpu().numpy()
+        m = torch.as_tensor(mask).to(device)
+        actions, _ = sample_masked(model.logits(torch.as_tensor(obs).to(device), m), m)
+    return actions
 
 
 def choose_actions(
@@ -307,25 +467,26 @@ def choose_actions(
 ) -> np.ndarray:
     """One action per engine slot: the learner's seats sample from the current policy (and
     their decisions are stored), the other team plays as the hand's opponent does."""
-    opp = st.opponent
+    xp, opp = st.xp, st.opponent
     learner = (opp == Opponent.SELF) | ((st.seat & 1) == st.learner_team)
-    mine = np.flatnonzero(learner)
-    snap = np.flatnonzero(~learner & (opp == Opponent.SNAPSHOT))
-    fixed = np.flatnonzero(~learner & (opp == Opponent.RULE))
-    rand = np.flatnonzero(~learner & (opp == Opponent.RANDOM))
-    actions = np.zeros(len(opp), np.int64)
+    mine = xp.nonzero(learner)
+    snap = xp.nonzero(~learner & (opp == Opponent.SNAPSHOT))
+    fixed = xp.nonzero(~learner & (opp == Opponent.RULE))
+    rand = xp.nonzero(~learner & (opp == Opponent.RANDOM))
+    actions = xp.zeros((len(opp),), "int64")
     if len(mine):
         teacher = pool.teacher if st.ask_teacher else None
         actions[mine] = learner_acts(
             st, mine, model, needs_hidden(cfg), device, teacher, st.teach_bids_only
         )
     if len(snap):
-        actions[snap] = policy_samples(pool.snapshot_model, st.obs[snap], st.mask[snap], device)
+        samples = policy_samples(pool.snapshot_model, st.obs[snap], st.mask[snap], device)
+        actions[snap] = xp.out(samples)
     if len(fixed):
         assert pool.fixed is not None, "the fixed agent is drawn only when opp_rule > 0"
         actions[fixed] = pool.fixed.act_batch(st.obs[fixed], st.mask[fixed])
     if len(rand):
-        actions[rand] = random_legal_actions(st.mask[rand], rng)
+        actions[rand] = xp.random_actions(st.mask[rand], rng)
     return actions
 
 
@@ -340,18 +501,20 @@ def finish_hands(
 ) -> Batch | None:
     """Take the ended hands out of the buffers (None if the learner made no decision in
     them), count them, and draw the seating and opponent of the hands that replace them."""
-    ended = np.flatnonzero(done)
+    xp = st.xp
+    ended = xp.nonzero(done)
     with_decisions = ended[st.buffers.len[ended] > 0]
     hands = None
     if len(with_decisions):
         hands = st.buffers.take(with_decisions)
         hands["rew"] = rewards[with_decisions] * cfg.reward_scale
-    np.add.at(stats.points, st.opponent[ended], rewards[ended, st.learner_team[ended]])
-    np.add.at(stats.hands, st.opponent[ended], 1)
+    xp.add_at(stats.points, st.opponent[ended], rewards[ended, st.learner_team[ended]])
+    xp.add_at(stats.hands, st.opponent[ended], xp.put(np.ones(len(ended))))
     st.buffers.len[ended] = 0
     st.buffers.teach[ended] = -1
-    st.learner_team[ended] = rng.integers(0, 2, len(ended))
-    st.opponent[ended] = draw_opponents(rng, len(ended), st.probs, bool(pool.snapshots))
+    st.learner_team[ended] = xp.put(rng.integers(0, 2, len(ended)))
+    drawn = draw_opponents(rng, len(ended), st.probs, bool(pool.snapshots))
+    st.opponent[ended] = xp.put(drawn)
     return hands
 
 
@@ -365,23 +528,27 @@ def collect_rollout(
 ) -> tuple[Batch | None, RolloutStats]:
     """``num_steps`` engine steps; returns the learner decisions of the hands that ended
     (None if none did) and the rollout's per-opponent results."""
+    xp = st.xp
     pool.draw_snapshot(rng)
-    stats = RolloutStats()
+    stats = RolloutStats(
+        xp.zeros((len(Opponent),), "float64"), xp.zeros((len(Opponent),), "float64")
+    )
     finished: list[Batch] = []
     model.eval()
     for _ in range(cfg.num_steps):
         actions = choose_actions(st, model, pool, cfg, rng, device)
         obs, mask, seat, rewards, done = st.env.step(actions)
-        st.obs, st.mask, st.seat = np.asarray(obs), np.asarray(mask), np.asarray(seat)
-        done = np.asarray(done)
+        st.obs, st.mask, st.seat = xp.asarray(obs), xp.asarray(mask), xp.asarray(seat)
+        done = xp.asarray(done)
         if done.any():
-            hands = finish_hands(st, done, np.asarray(rewards), cfg, rng, pool, stats)
+            hands = finish_hands(st, done, xp.asarray(rewards), cfg, rng, pool, stats)
             if hands is not None:
                 finished.append(hands)
+    stats = stats.host()
     if not finished:
         return None, stats
-    batch = {k: np.concatenate([h[k] for h in finished]) for k in finished[0]}
-    batch["rew"] = batch["rew"].astype(np.float64)
+    batch = {k: xp.cat([h[k] for h in finished]) for k in finished[0]}
+    batch["rew"] = xp.f64(batch["rew"])
     return batch, stats
 
 
@@ -427,6 +594,45 @@ def per_seat_gae(
     return adv.astype(np.float32), returns.astype(np.float32)
 
 
+def per_seat_gae_torch(
+    values: torch.Tensor,
+    seats: torch.Tensor,
+    lengths: torch.Tensor,
+    final_rewards: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`per_seat_gae` on torch tensors, on their device (the torch engine's batches;
+    float64 inside, as the numpy one; tests hold the two equal)."""
+    n_hands, length = values.shape
+    dev = values.device
+    rows = torch.arange(n_hands, device=dev)
+    next_value = torch.zeros((n_hands, 4), dtype=torch.float64, device=dev)
+    next_adv = torch.zeros_like(next_value)
+    seen = torch.zeros((n_hands, 4), dtype=torch.bool, device=dev)
+    adv = torch.zeros((n_hands, length), dtype=torch.float64, device=dev)
+    vals = values.double()
+    rewards = final_rewards.double()
+    zero = torch.zeros((), dtype=torch.float64, device=dev)
+    for t in range(length - 1, -1, -1):
+        valid = t < lengths
+        s = seats[:, t].long() % 4
+        last = ~seen[rows, s]
+        reward = torch.where(last, rewards[rows, s], zero)
+        nv = torch.where(last, zero, next_value[rows, s])
+        delta = reward + gamma * nv - vals[:, t]
+        a = delta + gamma * gae_lambda * torch.where(last, zero, next_adv[rows, s])
+        a = torch.where(valid, a, zero)
+        adv[:, t] = a
+        # only the valid rows move their seat's successor (as the numpy indexing does)
+        next_value[rows, s] = torch.where(valid, vals[:, t], next_value[rows, s])
+        next_adv[rows, s] = torch.where(valid, a, next_adv[rows, s])
+        seen[rows, s] = seen[rows, s] | valid
+    pos = torch.arange(length, device=dev)[None, :] < lengths[:, None]
+    returns = torch.where(pos, adv + vals, zero)
+    return adv.float(), returns.float()
+
+
 # ----------------------------------------------------------------------------- PPO update
 LOSS_STATS = {
     "pg": "loss_policy", "v": "loss_value", "ent": "entropy", "kl": "approx_kl",
@@ -442,16 +648,23 @@ def needs_hidden(cfg: Config) -> bool:
 
 
 def flat_batch(batch: Batch, cfg: Config, device: torch.device) -> dict[str, torch.Tensor]:
-    """Per-seat GAE over the finished hands, then their valid decisions as flat tensors."""
-    adv, ret = per_seat_gae(
+    """Per-seat GAE over the finished hands, then their valid decisions as flat tensors
+    (numpy batches: GAE on the host; the torch engine's: on their device)."""
+    gae = per_seat_gae_torch if isinstance(batch["val"], torch.Tensor) else per_seat_gae
+    adv, ret = gae(
         batch["val"], batch["seat"], batch["len"], batch["rew"], cfg.gamma, cfg.gae_lambda
     )
-    valid = np.arange(batch["val"].shape[1])[None, :] < batch["len"][:, None]
+    lengths = batch["len"]
+    if isinstance(lengths, torch.Tensor):
+        valid: Any = torch.arange(batch["val"].shape[1], device=lengths.device)[None, :]
+    else:
+        valid = np.arange(batch["val"].shape[1])[None, :]
+    valid = valid < lengths[:, None]
     names: tuple[str, ...] = ("obs", "mask", "act", "logp", "val", "teach")
     names += ("hid",) if needs_hidden(cfg) else ()
-    flat = {k: torch.from_numpy(batch[k][valid]).to(device) for k in names}
-    flat["adv"] = torch.from_numpy(adv[valid]).to(device)
-    flat["ret"] = torch.from_numpy(ret[valid]).to(device)
+    flat = {k: torch.as_tensor(batch[k][valid]).to(device) for k in names}
+    flat["adv"] = torch.as_tensor(adv[valid]).to(device)
+    flat["ret"] = torch.as_tensor(ret[valid]).to(device)
     return flat
 
 
@@ -574,7 +787,7 @@ def train(
     *,
     opponent: Agent | None = None,
     teacher: Agent | None = None,
-    env_factory: EnvFactory = make_env,
+    env_factory: EnvFactory | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
     """Train until the budget is spent; returns the last metrics row (also in metrics.csv).
@@ -586,7 +799,8 @@ def train(
     agents ``cfg.opponent_agent`` and ``cfg.teacher`` would build; ``clock`` gives the seconds
     the budget counts (a time budget spent before any hand finished goes on until one has).
     Ctrl-C finishes the update, saves a checkpoint and raises :class:`TrainingInterrupted`
-    saying how to resume; a second Ctrl-C stops at once."""
+    saying how to resume; a second Ctrl-C stops at once. ``env_factory`` (default: the
+    engine ``cfg.engine`` names) builds the batched engine."""
     run = checkpoint.prepare_run(cfg)
     cfg = run.cfg
     device = setup_torch(cfg)
@@ -598,6 +812,10 @@ def train(
         opponent = make_opponent_agent(cfg.opponent_agent, cfg.seed)
     if teacher is None and cfg.teacher is not None:
         teacher = make_opponent_agent(cfg.teacher, cfg.seed)
+    xp = TorchArrays(device) if cfg.engine == "torch" else NumpyArrays(device)
+    if cfg.engine == "torch":  # the agents read and return the rollout's tensors
+        opponent, teacher = on_device(opponent, "opponent"), on_device(teacher, "teacher")
+    factory = env_factory or xp.make_env
     pool = OpponentPool(model_for(cfg).to(device), opponent, teacher)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=1e-5)
     at, metrics, pool.snapshots = checkpoint.restore(run, model, optimizer, rng)
@@ -615,7 +833,7 @@ def train(
                 budget = (cfg.total_updates, cfg.total_minutes, at.update, at.elapsed_s)
                 progress = budget_progress(*budget)
                 if rollouts is None or at.update % cfg.checkpoint_every == 0:
-                    rollouts = start_rollouts(cfg, at.update, env_factory, rng, pool, progress)
+                    rollouts = start_rollouts(cfg, at.update, factory, rng, pool, progress, xp)
                 rollouts.probs = cfg.opponent_probs(progress)
                 rollouts.ask_teacher = cfg.asks_teacher(progress)
                 rollouts.teach_bids_only = cfg.teacher_weight(progress) <= 0

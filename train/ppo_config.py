@@ -59,7 +59,12 @@ class Config:
     seed: int = 1
     """Seeds torch, numpy and the deals: the same seed gives the same run on CPU."""
     device: str = "auto"
-    """"auto" (CUDA when present, else CPU), "cpu" or "cuda[:i]"."""
+    """"auto" (CUDA when present, else CPU), "cpu" or "cuda[:i]": where the networks (and,
+    with ``--engine torch``, the engine and the whole rollout) run."""
+    engine: str = "numpy"
+    """"numpy": the numpy BatchedEnv on the host (the shipped recipe; only the networks on
+    ``device``). "torch": TorchBatchedEnv on ``device``, so that rollout, opponents, GAE and
+    update stay there (docs/accelerator.md, "PPO on the device")."""
     torch_threads: int = 1
     """torch.set_num_threads; 0 = min(2, CPU count) (small nets gain nothing from more)."""
     deterministic: bool = True
@@ -319,7 +324,13 @@ def _check_names(cfg: Config) -> None:
     if cfg.device.startswith("cuda"):
         index = int(cfg.device.partition(":")[2] or 0)
         if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-            raise ValueError(f"device {cfg.device!r} asked for but it is not available")
+            have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise ValueError(
+                f"device {cfg.device!r} asked for but it is not available (CUDA available: "
+                f"{torch.cuda.is_available()}, {have} device(s)); use 'cpu' or 'auto'"
+            )
+    if cfg.engine not in ("numpy", "torch"):
+        raise ValueError(f"engine must be 'numpy' or 'torch', got {cfg.engine!r}")
     for name in ("exp_name", "run_name"):
         v = getattr(cfg, name)
         if v is None and name == "run_name":
