@@ -1,14 +1,15 @@
-"""Position builders shared by the rules and search tests."""
+"""Position builders shared by the rules and search tests, and the random deals and actions
+that drive both batched engines in their differential tests."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from butifarra_env.core.actions import BUTIFARRA, TRUMP_BASE
-from butifarra_env.core.cards import cards_of, mask_of, parse_card
+from butifarra_env.core.actions import BUTIFARRA, DOUBLE, PASS, TRUMP_BASE
+from butifarra_env.core.cards import N_CARDS, cards_of, mask_of, parse_card
 from butifarra_env.core.game import Game
 from butifarra_env.core.options import Options
-from butifarra_env.core.rules import NO_TRUMP, random_deal
+from butifarra_env.core.rules import N_SEATS, NO_TRUMP, random_deal
 
 
 def cards(text: str) -> list[int]:
@@ -61,3 +62,18 @@ def endgame(seed: int, tricks_left: int) -> tuple[Game, list[tuple[int, int]]]:
         game.step(card)
         trick.append((seat, card))
     return game, trick
+
+
+def random_deals(rng: np.random.Generator, k: int) -> np.ndarray:
+    """``k`` uniform deals, ``(k, 4, 12)`` card ids."""
+    return np.stack([rng.permutation(N_CARDS).reshape(N_SEATS, 12) for _ in range(k)])
+
+
+def choose_batch_actions(rng: np.random.Generator, mask: np.ndarray, p_double: float) -> np.ndarray:
+    """A random legal action per env; when doubling is open, double with ``p_double``."""
+    keys = rng.random(mask.shape) * mask
+    can = mask[:, DOUBLE] == 1
+    dbl = rng.random(len(mask)) < p_double
+    keys[can & dbl, DOUBLE] = 2.0
+    keys[can & ~dbl, PASS] = 2.0
+    return keys.argmax(axis=1)

@@ -13,7 +13,7 @@ import pytest
 
 from butifarra_env import butifarra_v0
 from butifarra_env.core import rules
-from butifarra_env.core.actions import DOUBLE, N_ACTIONS, PASS
+from butifarra_env.core.actions import DOUBLE, N_ACTIONS
 from butifarra_env.core.cards import N_CARDS, cards_of
 from butifarra_env.core.observation import OBS_SIZE, OFFSETS, STATE_SIZE, encode, encode_state
 from butifarra_env.core.options import Options
@@ -26,26 +26,14 @@ from butifarra_env.core.rules import (
 )
 from butifarra_env.envs.batched import BatchedEnv
 from tests.extras import need
+from tests.helpers import choose_batch_actions as _choose
+from tests.helpers import random_deals as _random_deals
 
 AGENTS = [f"player_{i}" for i in range(N_SEATS)]
 
 
 def _ids(masks: tuple[int, ...] | list[int]) -> list[list[int]]:
     return [cards_of(m) for m in masks]
-
-
-def _random_deals(rng: np.random.Generator, k: int) -> np.ndarray:
-    return np.stack([rng.permutation(N_CARDS).reshape(N_SEATS, 12) for _ in range(k)])
-
-
-def _choose(rng: np.random.Generator, mask: np.ndarray, p_double: float) -> np.ndarray:
-    """A random legal action per env; when doubling is open, double with ``p_double``."""
-    keys = rng.random(mask.shape) * mask
-    can = mask[:, DOUBLE] == 1
-    dbl = rng.random(len(mask)) < p_double
-    keys[can & dbl, DOUBLE] = 2.0
-    keys[can & ~dbl, PASS] = 2.0
-    return keys.argmax(axis=1)
 
 
 class Coverage:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from butifarra_env.core import rules
-from butifarra_env.core.actions import DOUBLE, N_ACTIONS, PASS
+from butifarra_env.core.actions import DOUBLE, N_ACTIONS
 from butifarra_env.core.cards import N_CARDS
 from butifarra_env.core.observation import OBS_SIZE, OFFSETS, SIZES, STATE_SIZE
 from butifarra_env.core.options import Options
@@ -34,6 +34,8 @@ from butifarra_env.core.rules import (
 )
 from butifarra_env.envs.batched import BatchedEnv
 from tests.extras import need
+from tests.helpers import choose_batch_actions as _choose
+from tests.helpers import random_deals as _random_deals
 
 torch = need("torch")
 
@@ -58,16 +60,6 @@ def _one_thread() -> Any:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def _choose(rng: np.random.Generator, mask: np.ndarray, p_double: float) -> np.ndarray:
-    """A random legal action per env; when doubling is open, double with ``p_double``."""
-    keys = rng.random(mask.shape) * mask
-    can = mask[:, DOUBLE] == 1
-    dbl = rng.random(len(mask)) < p_double
-    keys[can & dbl, DOUBLE] = 2.0
-    keys[can & ~dbl, PASS] = 2.0
-    return keys.argmax(axis=1)
 
 
 @dataclasses.dataclass
@@ -387,10 +379,6 @@ def test_torch_engine_matches_numpy_engine_200k_decisions(device: str) -> None:
 
 
 # --------------------------------------------------------------------------- interface
-
-
-def _random_deals(rng: np.random.Generator, k: int) -> np.ndarray:
-    return np.stack([rng.permutation(N_CARDS).reshape(N_SEATS, 12) for _ in range(k)])
 
 
 def _deal_arrays(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -191,8 +191,7 @@ def _ppo():
     pytest.importorskip("torch")
     from agents.registry import R1_PPO_CHECKPOINT, make_agent
 
-    if not R1_PPO_CHECKPOINT.is_file():
-        pytest.skip("the shipped checkpoint is not there")
+    assert R1_PPO_CHECKPOINT.is_file(), f"the shipped checkpoint is missing: {R1_PPO_CHECKPOINT}"
     return make_agent
 
 
