@@ -10,6 +10,13 @@ Two encoders live here on purpose: :func:`encode` is the plain definition, writt
 directly from a :class:`~butifarra_env.core.game.Game`; :class:`Observer` is the fast
 path used by the environment (it keeps one seat-absolute vector up to date with a few
 writes per move and rotates it per seat with one gather). Tests hold them equal.
+
+Versions: the layout above is ``butifarra_v0``'s (:data:`FIELDS`, 491 values). ``butifarra_v1``
+appends :data:`V1_FIELDS` (the trick history and the regional variants, 246 values) and keeps
+every v0 entry where it was, so ``obs_v1[..., :OBS_SIZE]`` is the v0 observation and the v0
+views (:class:`View`, :func:`field`) read it unchanged. :func:`layout` gives each version's
+fields, offsets, scales and suit permutation; :func:`encode` and :class:`Observer` take the
+version.
 """
 
 from __future__ import annotations
@@ -55,17 +62,19 @@ FIELDS: tuple[tuple[str, int, str], ...] = (
     ("butifarra_base", 1, "shared"),
 )
 
-OFFSETS: dict[str, int] = {}
-_o = 0
-for _name, _size, _kind in FIELDS:
-    OFFSETS[_name] = _o
-    _o += _size
-OBS_SIZE = _o
-"""Length of the observation vector."""
-SIZES = {name: size for name, size, _ in FIELDS}
+V1_FIELDS: tuple[tuple[str, int, str], ...] = (
+    ("trick_led", N_SEATS * N_TRICKS, "seat"),  # bit t of seat r's block: r led finished trick t
+    ("trick_won", N_SEATS * N_TRICKS, "seat"),  # bit t of seat r's block: r won finished trick t
+    ("card_trick", N_CARDS, "shared"),  # 1-12: the trick the card was played in; 0 not played
+    ("obligada", 1, "shared"),  # the variants of Options, 0/1
+    ("linear_doubling", 1, "shared"),
+    ("butifarra_max_doubling_level", 1, "shared"),  # the effective top level in a butifarra
+)
+"""What ``butifarra_v1`` appends to :data:`FIELDS`: with ``played`` (who played each card)
+the two trick blocks and ``card_trick`` give the whole play history (who led, who played
+what, who won, trick by trick); the three variant fields tell a learner which rules hold."""
 
-FIELD_MAX: dict[str, int] = {
-    **{name: 1 for name, _, _ in FIELDS},
+_FIELD_MAX: dict[str, int] = {
     "team_tricks": N_TRICKS,
     "team_points": TOTAL_POINTS,
     "hand_number": CLIP,
@@ -73,47 +82,151 @@ FIELD_MAX: dict[str, int] = {
     "target_score": CLIP,
     "max_doubling_level": MAX_DOUBLING_LEVEL,
     "butifarra_base": 2,
+    "card_trick": N_TRICKS,
+    "butifarra_max_doubling_level": MAX_DOUBLING_LEVEL,
 }
-"""The largest value each field can hold (1 for the 0/1 fields): dividing by it puts every
+
+
+class Layout:
+    """One observation version: its fields in order, where each lies, the largest value it
+    holds, and the gathers that rotate a seat-absolute vector into a seat's view."""
+
+    def __init__(self, version: int, fields: tuple[tuple[str, int, str], ...]) -> None:
+        self.version = version
+        self.fields = fields
+        self.offsets: dict[str, int] = {}
+        self.canonical_offsets: dict[str, int] = {}
+        o = c = 0
+        for name, size, kind in fields:
+            self.offsets[name] = o
+            self.canonical_offsets[name] = c
+            o += size
+            c += N_SEATS * N_CARDS if kind == "hand" else size
+        self.size = o
+        """Length of the observation vector."""
+        self.canonical_size = c
+        """Length of the seat-absolute vector (all four hands, seat blocks by absolute seat)."""
+        self.sizes = {name: size for name, size, _ in fields}
+        self.field_max = {name: _FIELD_MAX.get(name, 1) for name, _, _ in fields}
+        """The largest value each field can hold (1 for the 0/1 fields): dividing by it puts
+        every entry in [0, 1] (:meth:`scale_vector`)."""
+        self.card_fields = tuple(n for n in (*CARD_FIELDS, "card_trick") if n in self.sizes)
+        """Fields made of 48-card blocks (one block, or one per relative seat)."""
+        self.permutation = np.stack([self._permutation(s) for s in range(N_SEATS)])
+        """(4, size): ``canonical[permutation[seat]]`` is ``seat``'s view."""
+
+    def field_slice(self, name: str) -> slice:
+        """Where field ``name`` lies in the vector."""
+        if name not in self.offsets:
+            raise ValueError(
+                f"unknown observation field {name!r} in v{self.version}; fields: "
+                f"{list(self.offsets)}"
+            )
+        return slice(self.offsets[name], self.offsets[name] + self.sizes[name])
+
+    def scale_vector(self) -> np.ndarray:
+        """``float32`` multipliers that map every entry into [0, 1] (1 / ``field_max``)."""
+        scale = np.ones(self.size, np.float32)
+        for name, _, _ in self.fields:
+            scale[self.field_slice(name)] = 1.0 / self.field_max[name]
+        return scale
+
+    def suit_permutation(self, order: tuple[int, ...] | list[int]) -> np.ndarray:
+        """Gather indices that relabel suits: suit ``k`` of the result is suit ``order[k]`` of
+        the input, in every card block, the void flags and the trump one-hot."""
+        idx = np.arange(self.size)
+        cards = np.array([order[k] * 12 + n for k in range(N_SUITS) for n in range(12)])
+        for name in self.card_fields:
+            for block in range(self.offsets[name], self.offsets[name] + self.sizes[name], N_CARDS):
+                idx[block : block + N_CARDS] = block + cards
+        voids = self.offsets["voids"]
+        for block in range(voids, voids + self.sizes["voids"], N_SUITS):
+            idx[block : block + N_SUITS] = block + np.asarray(order)
+        trump = self.offsets["trump"]
+        idx[trump : trump + N_SUITS] = trump + np.asarray(order)
+        return idx
+
+    def _permutation(self, seat: int) -> np.ndarray:
+        idx: list[int] = []
+        for name, size, kind in self.fields:
+            base = self.canonical_offsets[name]
+            if kind == "hand":
+                idx.extend(base + seat * N_CARDS + i for i in range(size))
+            elif kind == "seat":
+                k = size // N_SEATS
+                for r in range(N_SEATS):
+                    a = (seat + r) % N_SEATS
+                    idx.extend(base + a * k + i for i in range(k))
+            elif kind == "team":
+                mine = seat & 1
+                idx.extend((base + mine, base + 1 - mine))
+            else:
+                idx.extend(base + i for i in range(size))
+        return np.asarray(idx, dtype=np.intp)
+
+
+CARD_FIELDS = ("hand", "played", "trick")
+"""Fields of v0 made of 48-card blocks (one block, or one per relative seat)."""
+LAYOUT_V0 = Layout(0, FIELDS)
+LAYOUT_V1 = Layout(1, FIELDS + V1_FIELDS)
+LAYOUTS = {0: LAYOUT_V0, 1: LAYOUT_V1}
+VERSIONS = tuple(LAYOUTS)
+"""The observation versions: 0 (``butifarra_v0``) and 1 (``butifarra_v1``)."""
+
+
+def check_version(version: object) -> int:
+    """The observation version as an int, or ValueError naming the allowed ones."""
+    if isinstance(version, bool) or version not in LAYOUTS:
+        raise ValueError(f"obs_version must be one of {list(VERSIONS)}, got {version!r}")
+    return int(version)  # type: ignore[call-overload]
+
+
+def layout(version: int = 0) -> Layout:
+    """The :class:`Layout` of observation ``version`` (0 or 1)."""
+    return LAYOUTS[check_version(version)]
+
+
+OFFSETS: dict[str, int] = LAYOUT_V0.offsets
+OBS_SIZE = LAYOUT_V0.size
+"""Length of the v0 observation vector."""
+OBS_SIZE_V1 = LAYOUT_V1.size
+"""Length of the v1 observation vector (v0's 491 values, then :data:`V1_FIELDS`)."""
+SIZES = LAYOUT_V0.sizes
+FIELD_MAX: dict[str, int] = LAYOUT_V0.field_max
+"""The largest value each v0 field can hold (1 for the 0/1 fields): dividing by it puts every
 entry in [0, 1] (:func:`scale_vector`)."""
 BINARY_PREFIX = OFFSETS["team_tricks"]
 """Every entry before this offset is 0 or 1 (cards, seats, one-hots): it packs into bits."""
-CARD_FIELDS = ("hand", "played", "trick")
-"""Fields made of 48-card blocks (one block, or one per relative seat)."""
 
 
 def field_slice(name: str) -> slice:
-    """Where field ``name`` lies in the vector."""
-    if name not in OFFSETS:
-        raise ValueError(f"unknown observation field {name!r}; fields: {list(OFFSETS)}")
-    return slice(OFFSETS[name], OFFSETS[name] + SIZES[name])
+    """Where v0 field ``name`` lies in the vector (also in a v1 vector: v1 starts with v0)."""
+    return LAYOUT_V0.field_slice(name)
 
 
 def field(obs: np.ndarray, name: str) -> np.ndarray:
-    """Field ``name`` of one observation ``(491,)`` or a batch ``(..., 491)`` (a view)."""
-    return np.asarray(obs)[..., field_slice(name)]
+    """Field ``name`` of one observation or a batch ``(..., size)`` (a view). v0 fields are
+    found in v0 and v1 vectors alike; a v1 field needs a v1 vector."""
+    sl = LAYOUT_V0.field_slice(name) if name in OFFSETS else LAYOUT_V1.field_slice(name)
+    arr = np.asarray(obs)
+    if sl.stop > arr.shape[-1]:
+        raise ValueError(
+            f"field {name!r} is in v1 observations ({OBS_SIZE_V1} values), got {arr.shape[-1]}"
+        )
+    return arr[..., sl]
 
 
-def scale_vector() -> np.ndarray:
-    """``float32`` (491,) multipliers that map every entry into [0, 1] (1 / :data:`FIELD_MAX`)."""
-    scale = np.ones(OBS_SIZE, np.float32)
-    for name, _, _ in FIELDS:
-        scale[field_slice(name)] = 1.0 / FIELD_MAX[name]
-    return scale
+def scale_vector(version: int = 0) -> np.ndarray:
+    """``float32`` multipliers that map every entry of a ``version`` observation into [0, 1]
+    (1 / the field's largest value; 491 for v0)."""
+    return layout(version).scale_vector()
 
 
-def suit_permutation(order: tuple[int, ...] | list[int]) -> np.ndarray:
-    """Gather indices that relabel suits in an observation: suit ``k`` of the result is suit
-    ``order[k]`` of the input, in every card block, the void flags and the trump one-hot."""
-    idx = np.arange(OBS_SIZE)
-    cards = np.array([order[k] * 12 + n for k in range(N_SUITS) for n in range(12)])
-    for name in CARD_FIELDS:
-        for block in range(OFFSETS[name], OFFSETS[name] + SIZES[name], N_CARDS):
-            idx[block : block + N_CARDS] = block + cards
-    for block in range(OFFSETS["voids"], OFFSETS["voids"] + SIZES["voids"], N_SUITS):
-        idx[block : block + N_SUITS] = block + np.asarray(order)
-    idx[OFFSETS["trump"] : OFFSETS["trump"] + N_SUITS] = OFFSETS["trump"] + np.asarray(order)
-    return idx
+def suit_permutation(order: tuple[int, ...] | list[int], version: int = 0) -> np.ndarray:
+    """Gather indices that relabel suits in a ``version`` observation: suit ``k`` of the
+    result is suit ``order[k]`` of the input, in every card block, the void flags and the
+    trump one-hot."""
+    return layout(version).suit_permutation(order)
 
 
 def _clip(x: int) -> int:
@@ -124,10 +237,11 @@ def _rel(seat: int, me: int) -> int:
     return (seat - me) % N_SEATS
 
 
-def encode(game: Game, seat: int) -> np.ndarray:
-    """The observation of ``seat``, built from scratch (the reference definition)."""
-    v = np.zeros(OBS_SIZE, dtype=np.uint8)
-    o = OFFSETS
+def encode(game: Game, seat: int, version: int = 0) -> np.ndarray:
+    """The ``version`` observation of ``seat``, built from scratch (the reference definition)."""
+    lay = layout(version)
+    v = np.zeros(lay.size, dtype=np.uint8)
+    o = lay.offsets
     for c in range(N_CARDS):
         if (game.hands[seat] >> c) & 1:
             v[o["hand"] + c] = 1
@@ -161,17 +275,40 @@ def encode(game: Game, seat: int) -> np.ndarray:
     v[o["target_score"]] = _clip(game.options.target_score or 0)
     v[o["max_doubling_level"]] = game.options.max_doubling_level
     v[o["butifarra_base"]] = game.options.butifarra_base
+    if lay.version >= 1:
+        for t, (leader, cards, winner) in enumerate(game.tricks):
+            v[o["trick_led"] + _rel(leader, seat) * N_TRICKS + t] = 1
+            v[o["trick_won"] + _rel(winner, seat) * N_TRICKS + t] = 1
+            for card in cards:
+                v[o["card_trick"] + card] = t + 1
+        for card in game.trick_cards:
+            if card >= 0:
+                v[o["card_trick"] + card] = len(game.tricks) + 1
+        _write_variants(v, o, game)
     return v
 
 
-def decode(obs: Any) -> dict[str, Any]:
-    """Named, readable fields of one observation vector (for notebooks and debugging).
+def _write_variants(v: np.ndarray, o: dict[str, int], game: Game) -> None:
+    opts = game.options
+    v[o["obligada"]] = opts.obligada
+    v[o["linear_doubling"]] = opts.linear_doubling
+    v[o["butifarra_max_doubling_level"]] = opts.doubling_cap(NO_TRUMP)
 
-    Card fields come back as sorted lists of card ids; seat fields are relative seats.
+
+def decode(obs: Any) -> dict[str, Any]:
+    """Named, readable fields of one observation vector, v0 or v1 (told apart by length; for
+    notebooks and debugging).
+
+    Card fields come back as sorted lists of card ids; seat fields are relative seats. A v1
+    vector adds ``tricks``: one dict per finished trick (``leader``, ``winner``: relative
+    seats; ``cards``: the card of each relative seat) and the three variant fields.
     """
     v = np.asarray(obs)
-    if v.shape != (OBS_SIZE,):
-        raise ValueError(f"expected an observation of shape ({OBS_SIZE},), got {v.shape}")
+    if v.shape not in ((OBS_SIZE,), (OBS_SIZE_V1,)):
+        raise ValueError(
+            f"expected an observation of shape ({OBS_SIZE},) (v0) or ({OBS_SIZE_V1},) (v1), "
+            f"got {v.shape}"
+        )
 
     def field(name: str) -> np.ndarray:
         return v[OFFSETS[name] : OFFSETS[name] + SIZES[name]]
@@ -184,7 +321,7 @@ def decode(obs: Any) -> dict[str, Any]:
     trick = field("trick").reshape(N_SEATS, N_CARDS)
     voids = field("voids").reshape(N_SEATS, N_SUITS)
     trump = one_hot("trump")
-    return {
+    out = {
         "hand": [int(c) for c in np.flatnonzero(field("hand"))],
         "played": [[int(c) for c in np.flatnonzero(row)] for row in played],
         "trick": [int(np.flatnonzero(row)[0]) if row.any() else None for row in trick],
@@ -205,6 +342,35 @@ def decode(obs: Any) -> dict[str, Any]:
         "target_score": int(field("target_score")[0]) or None,
         "max_doubling_level": int(field("max_doubling_level")[0]),
         "butifarra_base": int(field("butifarra_base")[0]),
+    }
+    if len(v) == OBS_SIZE_V1:
+        out.update(_decode_v1(v, played))
+    return out
+
+
+def _decode_v1(v: np.ndarray, played: np.ndarray) -> dict[str, Any]:
+    def field(name: str) -> np.ndarray:
+        return v[LAYOUT_V1.field_slice(name)]
+
+    led = field("trick_led").reshape(N_SEATS, N_TRICKS)
+    won = field("trick_won").reshape(N_SEATS, N_TRICKS)
+    card_trick = field("card_trick")
+    tricks = []
+    for t in range(N_TRICKS):
+        if not led[:, t].any():
+            break
+        cards = [
+            int(np.flatnonzero((card_trick == t + 1) & (played[r] == 1))[0])
+            for r in range(N_SEATS)
+        ]
+        tricks.append(
+            {"leader": int(np.argmax(led[:, t])), "winner": int(np.argmax(won[:, t])), "cards": cards}
+        )
+    return {
+        "tricks": tricks,
+        "obligada": bool(field("obligada")[0]),
+        "linear_doubling": bool(field("linear_doubling")[0]),
+        "butifarra_max_doubling_level": int(field("butifarra_max_doubling_level")[0]),
     }
 
 
@@ -303,34 +469,9 @@ _PHASE_SIZE = SIZES["phase"]
 # The seat-absolute ("canonical") vector has the same fields, with all four hands and
 # every seat/team block stored by absolute seat/team. PERMUTATION[seat] gathers it into
 # that seat's relative layout.
-_CANON: dict[str, int] = {}
-_c = 0
-for _name, _size, _kind in FIELDS:
-    _CANON[_name] = _c
-    _c += N_SEATS * N_CARDS if _kind == "hand" else _size
-CANONICAL_SIZE = _c
-
-
-def _permutation(seat: int) -> np.ndarray:
-    idx: list[int] = []
-    for name, size, kind in FIELDS:
-        base = _CANON[name]
-        if kind == "hand":
-            idx.extend(base + seat * N_CARDS + i for i in range(size))
-        elif kind == "seat":
-            k = size // N_SEATS
-            for r in range(N_SEATS):
-                a = (seat + r) % N_SEATS
-                idx.extend(base + a * k + i for i in range(k))
-        elif kind == "team":
-            mine = seat & 1
-            idx.extend((base + mine, base + 1 - mine))
-        else:
-            idx.extend(base + i for i in range(size))
-    return np.asarray(idx, dtype=np.intp)
-
-
-PERMUTATION = np.stack([_permutation(s) for s in range(N_SEATS)])
+_CANON: dict[str, int] = LAYOUT_V0.canonical_offsets
+CANONICAL_SIZE = LAYOUT_V0.canonical_size
+PERMUTATION = LAYOUT_V0.permutation
 
 
 class Observer:
@@ -422,6 +563,48 @@ _TRICKS = _CANON["team_tricks"]
 _POINTS = _CANON["team_points"]
 
 
+_V1 = LAYOUT_V1.canonical_offsets
+_LED, _WON, _CARD_TRICK = _V1["trick_led"], _V1["trick_won"], _V1["card_trick"]
+_V1_OFFSETS = {name: _V1[name] for name, _, _ in V1_FIELDS}
+
+
+class ObserverV1(Observer):
+    """:class:`Observer` for ``butifarra_v1``: the seat-absolute vector also holds the trick
+    history and the variants (:data:`V1_FIELDS`); :meth:`observe` gives the v1 view. Its
+    first :data:`CANONICAL_SIZE` entries are the v0 seat-absolute vector."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        self.canon = np.zeros(LAYOUT_V1.canonical_size, dtype=np.uint8)
+
+    def reset(self, game: Game) -> None:
+        super().reset(game)
+        _write_variants(self.canon, _V1_OFFSETS, game)
+
+    def update(self, game: Game, seat: int, action: int) -> None:
+        super().update(game, seat, action)
+        if action >= N_CARDS:
+            return
+        c = self.canon
+        if game.cards_in_trick:
+            c[_CARD_TRICK + action] = len(game.tricks) + 1
+        else:
+            t = len(game.tricks) - 1
+            leader, _cards, winner = game.tricks[t]
+            c[_CARD_TRICK + action] = t + 1
+            c[_LED + leader * N_TRICKS + t] = 1
+            c[_WON + winner * N_TRICKS + t] = 1
+
+    def observe(self, seat: int) -> np.ndarray:
+        return self.canon[LAYOUT_V1.permutation[seat]]
+
+
+def make_observer(version: int = 0) -> Observer:
+    """The fast observer of observation ``version``."""
+    return ObserverV1() if check_version(version) == 1 else Observer()
+
+
 STATE_SIZE = CANONICAL_SIZE + N_SEATS
 """Length of the full-information state: the seat-absolute vector (all four hands, every
 seat and team block by absolute seat/team) followed by a one-hot of the seat to move."""
@@ -441,7 +624,9 @@ def encode_state(game: Game, canonical_vector: np.ndarray | None = None) -> np.n
     Pass ``Observer.canon`` as ``canonical_vector`` to skip rebuilding it.
     """
     out = np.zeros(STATE_SIZE, dtype=np.uint8)
-    out[:CANONICAL_SIZE] = canonical(game) if canonical_vector is None else canonical_vector
+    if canonical_vector is None:
+        canonical_vector = canonical(game)
+    out[:CANONICAL_SIZE] = canonical_vector[:CANONICAL_SIZE]  # a v1 observer's starts with v0's
     if game.to_move >= 0:
         out[CANONICAL_SIZE + game.to_move] = 1
     return out
