@@ -1,8 +1,9 @@
 """The one interface every agent implements: :class:`Agent`, and :func:`check_batch`.
 
 An agent sees exactly what a player sees: the observation vector of its seat
-(:data:`butifarra_env.core.observation.OBS_SIZE` ``uint8`` values) and the action mask
-(``int8`` of 56). It never gets the :class:`~butifarra_env.core.game.Game`, so the arena,
+(:data:`butifarra_env.core.observation.OBS_SIZE` ``uint8`` values of ``butifarra_v0``, or
+the 638 of ``butifarra_v1`` for an agent whose :attr:`Agent.obs_version` is 1) and the action
+mask (``int8`` of 56). It never gets the :class:`~butifarra_env.core.game.Game`, so the arena,
 the environment and PPO self-play can all drive any agent the same way.
 
 ``Agent`` is a :class:`butifarra_env.core.policy.Policy` and a
@@ -11,7 +12,7 @@ the environment and PPO self-play can all drive any agent the same way.
 :mod:`agents.registry`.
 
 The regional variants of RULES.md (obligada, linear doubling, a doubling cap in butifarra)
-are not in the observation: whoever seats an agent tells it the game's options
+are not in the v0 observation (v1 carries them): whoever seats an agent tells it the game's options
 (:meth:`Agent.set_options`; the table driver does, :mod:`agents.table`), and an agent that
 cannot play a variant refuses there, before any move (:class:`UnsupportedVariant`), rather
 than playing on silently under rules it does not know.
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from butifarra_env.core.actions import N_ACTIONS
-from butifarra_env.core.observation import OBS_SIZE, scale_vector
+from butifarra_env.core.observation import layout
 from butifarra_env.core.options import VARIANT_DEFAULTS, Options
 
 __all__ = [
@@ -116,6 +117,10 @@ class Agent(abc.ABC):
     options: Options | None = None
     """The options of the game the agent is seated at, as last told by
     :meth:`set_options`; None until then (the rules of the observation, no variant)."""
+    obs_version: int = 0
+    """The observation version the agent reads: 0 (``butifarra_v0``, 491 values) or 1
+    (``butifarra_v1``, 638: v0 then the trick history and the variants). The table driver
+    and the arena hand each agent its own version."""
 
     def set_options(self, options: Options) -> None:
         """Be told the options of the game about to be played (before its first decision).
@@ -175,13 +180,19 @@ class Agent(abc.ABC):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-_FIELD_MAX = np.rint(1.0 / scale_vector().astype(np.float64)).astype(np.int64)
-_SCALE = scale_vector()
+def _range_tables(version: int) -> tuple[np.ndarray, np.ndarray]:
+    scale = layout(version).scale_vector()
+    return np.rint(1.0 / scale.astype(np.float64)).astype(np.int64), scale
 
 
-def _canonical_observations(obs: np.ndarray) -> np.ndarray:
+_RANGES = {v: _range_tables(v) for v in (0, 1)}
+"""Per observation version: each entry's largest value, and the float32 format's scale."""
+
+
+def _canonical_observations(obs: np.ndarray, version: int) -> np.ndarray:
     """``uint8`` observations, from the ``uint8`` format or the documented ``float32`` one
     (``uint8_obs * scale_vector()``); anything else is refused, naming what was wrong."""
+    field_max, scale = _RANGES[version]
     kind = obs.dtype.kind
     if kind == "u" and obs.dtype.itemsize == 1:
         counts = obs
@@ -198,8 +209,8 @@ def _canonical_observations(obs: np.ndarray) -> np.ndarray:
                 "float observations must be the obs_format='float32' ones, every entry in "
                 "[0, 1] (uint8 observation * scale_vector())"
             )
-        counts = np.rint(obs / _SCALE).astype(np.uint8)
-        if not np.allclose(counts * _SCALE, obs, rtol=0.0, atol=1e-4):
+        counts = np.rint(obs / scale).astype(np.uint8)
+        if not np.allclose(counts * scale, obs, rtol=0.0, atol=1e-4):
             raise ValueError(
                 "float observations must be uint8 observations * scale_vector() "
                 "(obs_format='float32'); these are not"
@@ -208,35 +219,40 @@ def _canonical_observations(obs: np.ndarray) -> np.ndarray:
         raise ValueError(
             f"observations must be uint8 (or obs_format='float32'), got dtype {obs.dtype}"
         )
-    over = counts > _FIELD_MAX
+    over = counts > field_max
     if over.any():
         row, col = map(int, np.argwhere(over)[0])
         raise ValueError(
             f"observation row {row} entry {col} is {int(counts[row, col])}, above the most "
-            f"that entry of butifarra_env.core.observation can hold ({int(_FIELD_MAX[col])}): "
+            f"that entry of butifarra_env.core.observation can hold ({int(field_max[col])}): "
             "not an observation of this environment"
         )
     return counts
 
 
 def check_batch(
-    observations: np.ndarray, action_masks: np.ndarray
+    observations: np.ndarray, action_masks: np.ndarray, version: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The one check at the agent boundary: observations ``(N, 491)`` as ``uint8`` (the
-    ``float32`` format is converted back) within the layout's ranges, and masks ``(N, 56)`` of
-    0/1 with a legal action in every row. Raises ValueError naming what was wrong, so a wrong
-    array fails loudly instead of being played blind."""
+    """The one check at the agent boundary: observations ``(N, 491)`` (``(N, 638)`` for
+    ``version=1``) as ``uint8`` (the ``float32`` format is converted back) within the
+    layout's ranges, and masks ``(N, 56)`` of 0/1 (whether a row has a legal action at all
+    is left to the agents that need one, which say so). Raises
+    ValueError naming what was wrong, so a wrong array fails loudly instead of being played
+    blind."""
     obs = np.asarray(observations)
     masks = np.asarray(action_masks)
-    if obs.ndim != 2 or obs.shape[1] != OBS_SIZE:
-        raise ValueError(f"observations must have shape (N, {OBS_SIZE}), got {obs.shape}")
+    size = layout(version).size
+    if obs.ndim != 2 or obs.shape[1] != size:
+        raise ValueError(
+            f"observations must have shape (N, {size}) (observation v{version}), got {obs.shape}"
+        )
     if masks.shape != (obs.shape[0], N_ACTIONS):
         raise ValueError(
             f"action_masks must have shape ({obs.shape[0]}, {N_ACTIONS}), got {masks.shape}"
         )
     if masks.dtype.kind not in "biuf" or not ((masks == 0) | (masks == 1)).all():
         raise ValueError("action_masks must hold 0 and 1 only (1 = legal)")
-    return _canonical_observations(obs), masks
+    return _canonical_observations(obs, version), masks
 
 
 def _listed(variants: Iterable[str]) -> str:
@@ -244,13 +260,19 @@ def _listed(variants: Iterable[str]) -> str:
     return "no variant (the default rules only)" if not names else "only " + ", ".join(names)
 
 
-def check_one(observation: np.ndarray, action_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`check_batch` for one observation ``(491,)`` and mask ``(56,)``."""
+def check_one(
+    observation: np.ndarray, action_mask: np.ndarray, version: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`check_batch` for one observation ``(491,)`` (``(638,)`` for ``version=1``) and
+    mask ``(56,)``."""
     obs = np.asarray(observation)
     mask = np.asarray(action_mask)
-    if obs.shape != (OBS_SIZE,):
-        raise ValueError(f"an observation must have shape ({OBS_SIZE},), got {obs.shape}")
+    size = layout(version).size
+    if obs.shape != (size,):
+        raise ValueError(
+            f"an observation must have shape ({size},) (observation v{version}), got {obs.shape}"
+        )
     if mask.shape != (N_ACTIONS,):
         raise ValueError(f"an action mask must have shape ({N_ACTIONS},), got {mask.shape}")
-    o, m = check_batch(obs[None], mask[None])
+    o, m = check_batch(obs[None], mask[None], version)
     return o[0], m[0]

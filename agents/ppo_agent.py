@@ -77,6 +77,7 @@ class PPOAgent(Agent):
     ) -> None:
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
+        self.obs_version = model.obs_version  # a v1 model reads butifarra_v1 observations
         self.deterministic = bool(deterministic)
         self.generator = torch.Generator(device=self.device)
         self.reset(seed)
@@ -90,7 +91,7 @@ class PPOAgent(Agent):
 
     @torch.inference_mode()  # no autograd bookkeeping at all
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
-        obs, masks = check_batch(observations, action_masks)
+        obs, masks = check_batch(observations, action_masks, self.obs_version)
         if not (masks != 0).any(axis=1).all():
             raise ValueError("some row of the action mask has no legal action")
         o = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.uint8)).to(self.device)
@@ -106,7 +107,7 @@ class PPOAgent(Agent):
     @torch.inference_mode()  # no autograd bookkeeping at all
     def action_probs_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         """Softmax of the masked logits (0 on illegal actions), for game records; draws nothing."""
-        obs, masks = check_batch(observations, action_masks)
+        obs, masks = check_batch(observations, action_masks, self.obs_version)
         o = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.uint8)).to(self.device)
         m = torch.from_numpy(np.ascontiguousarray(masks != 0)).to(self.device)
         probs = torch.softmax(masked_logits(self.model.logits(o, m), m), -1)

@@ -24,7 +24,7 @@ import torch.nn as nn
 from butifarra_env.core import observation
 from butifarra_env.core.actions import N_ACTIONS
 from butifarra_env.core.cards import BEATS, N_CARDS, N_SUITS, POINTS, STRENGTH, SUIT
-from butifarra_env.core.observation import OBS_SIZE
+from butifarra_env.core.observation import check_version, layout
 from butifarra_env.core.rules import N_SEATS, TRUMP_UNSET
 
 CHECKPOINT_FORMAT = "butifarra-ppo"
@@ -45,8 +45,8 @@ MASK_VALUE = -1e8
 """Logit given to illegal actions: finite (no NaN in softmax/entropy), exp() underflows to 0."""
 
 
-class Arch(TypedDict):
-    """A model's architecture, stored in its checkpoint as a plain dict."""
+class _ArchKeys(TypedDict):
+    """The keys every architecture has (checkpoints of every version)."""
 
     obs_size: int
     n_actions: int
@@ -59,6 +59,13 @@ class Arch(TypedDict):
     belief: bool
     card_features: bool
     card_head: bool
+
+
+class Arch(_ArchKeys, total=False):
+    """A model's architecture, stored in its checkpoint as a plain dict."""
+
+    obs_version: int
+    """The observation version the model reads (absent: 0, the 491-value v0)."""
 
 
 # ----------------------------------------------------------------------------- masked policy
@@ -107,7 +114,7 @@ def hidden_hands(state: np.ndarray, seat: np.ndarray) -> np.ndarray:
     return state[rows, _HAND_COLUMNS[rel]].reshape(len(state), HIDDEN_HANDS_SIZE)
 
 
-def suit_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def suit_tables(obs_version: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gather indices that relabel suits so the trump suit is always suit 0.
 
     Row ``t`` of each table is for trump value ``t`` as the observation one-hot stores it
@@ -116,13 +123,14 @@ def suit_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     hidden hands, action gather (6, 56) that maps canonical logits back to real action ids).
     """
     n_trumps = TRUMP_UNSET + 1
-    obs_idx = np.tile(np.arange(OBS_SIZE), (n_trumps, 1))
+    lay = layout(obs_version)
+    obs_idx = np.tile(np.arange(lay.size), (n_trumps, 1))
     card_idx = np.tile(np.arange(N_CARDS), (n_trumps, 1))
     act_idx = np.tile(np.arange(N_ACTIONS), (n_trumps, 1))
     hand = observation.field_slice("hand")
     for t in range(N_SUITS):
         order = [t] + [s for s in range(N_SUITS) if s != t]  # canonical suit k <- real order[k]
-        obs_idx[t] = observation.suit_permutation(order)
+        obs_idx[t] = lay.suit_permutation(order)
         card_idx[t] = obs_idx[t, hand] - hand.start
         act_idx[t, :N_CARDS] = np.argsort(card_idx[t])  # real card c sits at this position
     return obs_idx, card_idx, act_idx
@@ -302,17 +310,19 @@ class ActorCritic(nn.Module):
         belief: bool = False,
         card_features: bool = False,
         card_head: bool = False,
+        obs_version: int = 0,
     ) -> None:
         super().__init__()
         self.arch: Arch = make_arch(
             hidden, layers, central_value, canonical_suits, mask_input, belief,
-            card_features, card_head,
+            card_features, card_head, obs_version,
         )  # fmt: skip
+        self.obs_version = check_version(obs_version)
         self.central_value = bool(central_value)
         self.canonical_suits = bool(canonical_suits)
         self.mask_input = bool(mask_input)
-        self.register_buffer("obs_scale", torch.from_numpy(observation.scale_vector()))
-        obs_idx, card_idx, act_idx = suit_tables()
+        self.register_buffer("obs_scale", torch.from_numpy(layout(obs_version).scale_vector()))
+        obs_idx, card_idx, act_idx = suit_tables(obs_version)
         self.register_buffer("obs_idx", torch.from_numpy(obs_idx), persistent=False)
         self.register_buffer("card_idx", torch.from_numpy(card_idx), persistent=False)
         self.register_buffer("act_idx", torch.from_numpy(act_idx), persistent=False)
@@ -471,10 +481,12 @@ def make_arch(
     belief: bool = False,
     card_features: bool = False,
     card_head: bool = False,
+    obs_version: int = 0,
 ) -> Arch:
-    """The ``arch`` dict of a model with these settings (what its checkpoint stores)."""
-    return {
-        "obs_size": OBS_SIZE,
+    """The ``arch`` dict of a model with these settings (what its checkpoint stores; a v0
+    model's has no ``obs_version`` key, so its checkpoint is what it always was)."""
+    arch: Arch = {
+        "obs_size": layout(obs_version).size,
         "n_actions": N_ACTIONS,
         "hidden": hidden,
         "layers": layers,
@@ -486,12 +498,15 @@ def make_arch(
         "card_features": bool(card_features),
         "card_head": bool(card_head),
     }
+    if obs_version:
+        arch["obs_version"] = check_version(obs_version)
+    return arch
 
 
 def input_width(arch: Arch) -> int:
     """Width of the trunk's input for ``arch`` (the critic adds the hidden hands)."""
     return (
-        OBS_SIZE
+        arch["obs_size"]
         + (N_ACTIONS if arch["mask_input"] else 0)
         + (RELATIONAL_SIZE if arch["card_features"] else 0)
     )
@@ -500,9 +515,11 @@ def input_width(arch: Arch) -> int:
 _ARCH_TYPES: dict[str, type] = {
     "obs_size": int, "n_actions": int, "hidden": int, "layers": int, "activation": str,
     "central_value": bool, "canonical_suits": bool, "mask_input": bool, "belief": bool,
-    "card_features": bool, "card_head": bool,
+    "card_features": bool, "card_head": bool, "obs_version": int,
 }  # fmt: skip
-ARCH_DEFAULTS: dict[str, object] = {"belief": False, "card_features": False, "card_head": False}
+ARCH_DEFAULTS: dict[str, object] = {
+    "belief": False, "card_features": False, "card_head": False, "obs_version": 0,
+}  # fmt: skip
 """Arch keys that older checkpoints lack, and the value they mean there."""
 
 
@@ -522,10 +539,13 @@ def check_arch(arch: object) -> Arch:
         ok = isinstance(value, bool) if kind is bool else type(value) is kind
         if not ok:
             raise ValueError(f"arch[{key!r}] must be a {kind.__name__}, got {value!r}")
-    if arch["obs_size"] != OBS_SIZE or arch["n_actions"] != N_ACTIONS:
+    version = check_version(arch["obs_version"])
+    size = layout(version).size
+    if arch["obs_size"] != size or arch["n_actions"] != N_ACTIONS:
         raise ValueError(
             f"architecture mismatch: arch has obs_size={arch['obs_size']}, "
-            f"n_actions={arch['n_actions']}; this code needs {OBS_SIZE} and {N_ACTIONS}"
+            f"n_actions={arch['n_actions']}; observation v{version} needs {size} and "
+            f"{N_ACTIONS}"
         )
     if arch["activation"] != "relu":
         raise ValueError(f"arch['activation'] must be 'relu', got {arch['activation']!r}")
@@ -534,7 +554,7 @@ def check_arch(arch: object) -> Arch:
             raise ValueError(f"arch[{key!r}] must be an int 1-{top}, got {arch[key]}")
     return make_arch(
         arch["hidden"], arch["layers"], arch["central_value"], arch["canonical_suits"],
-        arch["mask_input"], arch["belief"], arch["card_features"], arch["card_head"],
+        arch["mask_input"], arch["belief"], arch["card_features"], arch["card_head"], version,
     )  # fmt: skip
 
 
@@ -543,7 +563,7 @@ def state_shapes(arch: Arch) -> dict[str, tuple[int, ...]]:
     without building it (so a checkpoint's tensors are checked before anything is built)."""
     hidden, layers = arch["hidden"], arch["layers"]
     width = input_width(arch)
-    shapes: dict[str, tuple[int, ...]] = {"obs_scale": (OBS_SIZE,)}
+    shapes: dict[str, tuple[int, ...]] = {"obs_scale": (arch["obs_size"],)}
 
     def add_mlp(prefix: str, width_in: int) -> None:
         for i in range(layers):
@@ -600,7 +620,7 @@ def build_model(arch: Mapping[str, object]) -> ActorCritic:
     a = check_arch(arch)
     return ActorCritic(
         a["hidden"], a["layers"], a["central_value"], a["canonical_suits"], a["mask_input"],
-        a["belief"], a["card_features"], a["card_head"],
+        a["belief"], a["card_features"], a["card_head"], a.get("obs_version", 0),
     )  # fmt: skip
 
 

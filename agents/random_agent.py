@@ -25,19 +25,19 @@ class RandomAgent(Agent):
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
         # One integer draw per decision (cheaper than the batch's 56 uniforms); the stream
         # is part of the results for a seed, so it stays as it is.
-        _, action_mask = check_one(observation, action_mask)
+        _, action_mask = check_one(observation, action_mask, self.obs_version)
         legal = np.flatnonzero(action_mask)
         if len(legal) == 0:
             raise ValueError("no legal action in the mask")
         return int(legal[self.rng.integers(len(legal))])
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
-        _, masks = check_batch(observations, action_masks)
+        _, masks = check_batch(observations, action_masks, self.obs_version)
         return random_legal_actions(masks, self.rng)
 
     def action_probs_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
         """Uniform over each row's legal actions (no draw: the generator is untouched)."""
-        _, masks = check_batch(observations, action_masks)
+        _, masks = check_batch(observations, action_masks, self.obs_version)
         legal = (masks != 0).astype(np.float64)
         counts = legal.sum(axis=1, keepdims=True)
         if not counts.all():

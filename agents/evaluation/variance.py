@@ -69,7 +69,7 @@ from butifarra_env.core.actions import (
 )
 from butifarra_env.core.cards import N_CARDS, N_SUITS, POINTS, SUIT, SUIT_MASK
 from butifarra_env.core.game import Game
-from butifarra_env.core.observation import Observer
+from butifarra_env.core.observation import layout, make_observer
 from butifarra_env.core.options import Options
 from butifarra_env.core.rules import (
     HALF_POINTS,
@@ -353,7 +353,8 @@ def table_corrections(
             game.hand_number,
             game.match_scores,
         )
-        observer = Observer() if needs_obs else None
+        versions = [getattr(a, "obs_version", 0) for a in agents]
+        observer = make_observer(max(versions)) if needs_obs else None
         if observer is not None:
             observer.reset(g)
         for k, (seat, action) in enumerate(game.actions):
@@ -363,7 +364,7 @@ def table_corrections(
                     legal = [a for a in range(N_ACTIONS) if (g.legal >> a) & 1]
                     probs[h][k] = {a: 1.0 / len(legal) for a in legal}
                 elif observer is not None:
-                    obs = observer.observe(seat)
+                    obs = observer.observe(seat)[: layout(versions[idx]).size]
                     asks.setdefault(idx, []).append((h, k, obs, mask_from_bits(g.legal)))
             g.step(action)
             if observer is not None:

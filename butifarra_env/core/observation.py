@@ -112,7 +112,7 @@ class Layout:
         every entry in [0, 1] (:meth:`scale_vector`)."""
         self.card_fields = tuple(n for n in (*CARD_FIELDS, "card_trick") if n in self.sizes)
         """Fields made of 48-card blocks (one block, or one per relative seat)."""
-        self.permutation = np.stack([self._permutation(s) for s in range(N_SEATS)])
+        self.permutation: np.ndarray = np.stack([self._permutation(s) for s in range(N_SEATS)])
         """(4, size): ``canonical[permutation[seat]]`` is ``seat``'s view."""
 
     def field_slice(self, name: str) -> slice:
@@ -178,7 +178,7 @@ def check_version(version: object) -> int:
     """The observation version as an int, or ValueError naming the allowed ones."""
     if isinstance(version, bool) or version not in LAYOUTS:
         raise ValueError(f"obs_version must be one of {list(VERSIONS)}, got {version!r}")
-    return int(version)  # type: ignore[call-overload]
+    return int(version)
 
 
 def layout(version: int = 0) -> Layout:
@@ -360,11 +360,14 @@ def _decode_v1(v: np.ndarray, played: np.ndarray) -> dict[str, Any]:
         if not led[:, t].any():
             break
         cards = [
-            int(np.flatnonzero((card_trick == t + 1) & (played[r] == 1))[0])
-            for r in range(N_SEATS)
+            int(np.flatnonzero((card_trick == t + 1) & (played[r] == 1))[0]) for r in range(N_SEATS)
         ]
         tricks.append(
-            {"leader": int(np.argmax(led[:, t])), "winner": int(np.argmax(won[:, t])), "cards": cards}
+            {
+                "leader": int(np.argmax(led[:, t])),
+                "winner": int(np.argmax(won[:, t])),
+                "cards": cards,
+            }
         )
     return {
         "tricks": tricks,

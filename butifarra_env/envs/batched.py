@@ -1,10 +1,11 @@
 """N independent Butifarra hands advanced at once with numpy array operations.
 
 :class:`BatchedEnv` is the training-speed twin of ``butifarra_v0``: the same rules, the same
-491-byte observations (``observation.FIELDS``), the same 56-wide legal masks and the same
-rewards, for thousands of hands per call with no Python loop over hands. Its lookup tables
-are built from the rules core (:func:`butifarra_env.core.rules.winners`, ``DEAL_ORDER``) and its
-scoring and match steps call the same functions (:func:`~butifarra_env.core.rules.hand_scores`,
+491-byte observations (``observation.FIELDS``; 638 bytes with ``obs_version=1``, below), the
+same 56-wide legal masks and the same rewards, for thousands of hands per call with no Python
+loop over hands. Its lookup tables are built from the rules core
+(:func:`butifarra_env.core.rules.winners`, ``DEAL_ORDER``) and its scoring and match steps call
+the same functions (:func:`~butifarra_env.core.rules.hand_scores`,
 :func:`~butifarra_env.core.rules.multiplier`, :func:`~butifarra_env.core.rules.doubling_cap`,
 :func:`~butifarra_env.core.rules.match_over`...) on arrays, under the same options (the
 variants ``obligada``, ``linear_doubling`` and ``butifarra_max_doubling_level`` included);
@@ -29,16 +30,20 @@ Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
   ``WINNERS[t, W]`` is :func:`butifarra_env.core.rules.winners` tabulated: the cards that
   take the trick from ``W`` under trump ``t``. The same table decides who wins each trick.
 * **Relative observation rows, updated in place.** Each hand keeps its four seat-relative
-  observation rows (4 x 491 bytes). A card play clears one byte (the card leaves the mover's
-  hand) and sets 8 (its played and trick bits in all four views: one gather from a small
-  (seat, card) offset table, one fancy assignment), plus the trick-leader bits when it opens
-  a trick and the void bits when it does not follow suit, on those subsets only. A trick end
-  clears the trick bits of the four cards kept per seat, and the leader bits; a bidding move
-  rewrites the 29-byte bidding header (the OR of three small tables, copied as one 29-byte
-  item per row); a new deal copies a template row. The team block (tricks, points) is pasted
-  into the returned rows from an array kept by team parity instead of being written into
-  four views per trick. Returning an observation is then one row gather of the mover's view:
-  no re-encoding, no per-seat permutation.
+  observation rows (4 x 491 bytes; 4 x 638 in v1, the write offsets tabulated per version by
+  ``_Rows``). A card play clears one byte (the card leaves the mover's hand) and sets 8 (its
+  played and trick bits in all four views: one gather from a small (seat, card) offset table,
+  one fancy assignment), plus the trick-leader bits when it opens a trick and the void bits
+  when it does not follow suit, on those subsets only. A trick end clears the trick bits of
+  the four cards kept per seat, and the leader bits; a bidding move rewrites the 29-byte
+  bidding header (the OR of three small tables, copied as one 29-byte item per row); a new
+  deal copies a template row. The team block (tricks, points) is pasted into the returned rows
+  from an array kept by team parity instead of being written into four views per trick. v1's
+  trick history is written the same way, only in v1 engines: a card play also sets its
+  ``card_trick`` byte (the trick number) in the four views, a trick end its ``trick_led`` and
+  ``trick_won`` bits (one gather from a (leader, winner) table); the variant fields are
+  constants of the template row. Returning an observation is then one row gather of the
+  mover's view: no re-encoding, no per-seat permutation.
 * **Branch-free play step.** All hands run the card-play update every step. Hands that are
   bidding pass through inert (non-card actions have no bit, no points and win no trick) and
   their observation writes go to a scratch block. The rarer events -- bidding moves (~6 % of
@@ -51,6 +56,7 @@ Usage::
 
     eng = BatchedEnv(4096, seed=0, max_doubling_level=4)     # options as butifarra_v0
     obs, mask, seat = eng.reset()                             # (N, 491) u8, (N, 56) i8, (N,) i64
+                                                              # (N, 638) with obs_version=1
     obs, mask, seat, rewards, done = eng.step(actions)       # rewards (N, 4) f32, done (N,) bool
     critic_in = eng.state()                                   # (N, 639) u8, all hands
     dealers, hands = eng.current_deals()                      # replay any hand in butifarra_v0
@@ -59,12 +65,21 @@ Usage::
 all four seats, non-zero only on a step that ends a hand. Fixed deals: ``reset(dealers=...,
 hands=...)`` and :meth:`BatchedEnv.set_deal_fn` (for every later deal, auto-resets included).
 
-``obs_format="float32"`` returns observations (and ``state()``) as ``float32`` in [0, 1],
-each entry times ``observation.scale_vector()`` (``state_scale_vector()``); the engine keeps
-its bytes either way. ``step(actions, active=mask)`` advances only the envs where ``mask`` is
-True; the others keep their position exactly (their actions are not looked at), which is how
-the Gymnasium vector env lets the opponents of a learner move while the learner waits.
-``keep_final_obs=True`` keeps the four views of every episode's last position
+``obs_version`` (0 default, or 1; validated by ``observation.check_version``) chooses the
+observation layout of every row returned (``step``, ``reset``, ``final_observations``):
+0 is ``observation.LAYOUT_V0`` (491 values, ``butifarra_v0``'s), 1 is ``LAYOUT_V1`` (638:
+the same 491 values, then the trick history and the variants, ``observation.V1_FIELDS``),
+equal to ``observation.encode(game, seat, 1)``; :attr:`BatchedEnv.observation_size` says
+which. ``state()`` is the v0 state (639, ``observation.encode_state``, which has no v1
+layout) under both: a critic that wants the history reads it from the rows. A v0 engine does
+none of v1's writes: its rows, bytes and speed are what they were.
+
+``obs_format="float32"`` returns observations (and ``state()``) as ``float32`` in [0, 1], each
+entry times ``observation.layout(obs_version).scale_vector()`` (``state_scale_vector()``); the
+engine keeps its bytes either way. ``step(actions, active=mask)`` advances only the envs where
+``mask`` is True; the others keep their position exactly (their actions are not looked at),
+which is how the Gymnasium vector env lets the opponents of a learner move while the learner
+waits. ``keep_final_obs=True`` keeps the four views of every episode's last position
 (:meth:`BatchedEnv.final_observations`), which an auto-reset would otherwise overwrite.
 
 Every array returned is freshly allocated (safe to keep or modify); none aliases internal
@@ -95,6 +110,7 @@ from butifarra_env.core.actions import (
     action_name,
 )
 from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_SUITS, N_TRICKS, POINTS, SUIT, SUIT_MASK
+from butifarra_env.core.game import Game
 from butifarra_env.core.observation import (
     CANONICAL_SIZE,
     CLIP,
@@ -102,7 +118,11 @@ from butifarra_env.core.observation import (
     OFFSETS,
     SIZES,
     STATE_SIZE,
-    scale_vector,
+    VERSIONS,
+    Layout,
+    check_version,
+    encode,
+    layout,
     state_scale_vector,
 )
 from butifarra_env.core.options import Options
@@ -131,7 +151,6 @@ dealt in envs ``env_ids`` (int64, ascending), whose dealers are ``dealers`` (int
 _U64 = np.uint64
 _LITTLE = sys.byteorder == "little"  # bitboards are unpacked through byte views
 _NO_CARD = N_CARDS  # winning-card value while the trick is empty; any id >= 48 acts alike
-_HAND_BYTES = N_SEATS * OBS_SIZE  # bytes of one hand's four relative rows
 _TRUMP_VALUES = SIZES["trump"]  # suits 0-3, NO_TRUMP, TRUMP_UNSET
 
 # Per action id: its card bit, points and suit; the bidding actions (48-55) are inert.
@@ -155,44 +174,51 @@ _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bito
 _BYTE_BITS = _BYTE_BITS.view(np.int8)
 
 
-def _seat_card_table() -> np.ndarray:
-    """Offsets, inside a hand's four-row block, of the 8 bytes every card play sets to 1:
-    the played and trick bits of (seat, card) in each of the four views. Row seat * 56 + card;
-    rows of non-card actions are 0 (never written through)."""
-    s, c, v = np.ix_(np.arange(N_SEATS), _IDS, np.arange(N_SEATS))
-    rel = (s - v) % N_SEATS * N_CARDS + c + v * OBS_SIZE
-    table = np.concatenate(
-        np.broadcast_arrays(rel + OFFSETS["played"], rel + OFFSETS["trick"]), axis=2
-    )
-    table = np.where(_IS_CARD[None, :, None], table, 0)
-    return np.ascontiguousarray(table.reshape(N_SEATS * N_ACTIONS, 2 * N_SEATS), dtype=np.int64)
+class _Rows:
+    """Where the engine's writes land inside one hand's block of four observation rows of one
+    version (491 bytes wide in v0, 638 in v1; offsets from ``observation.layout``): what a
+    card play, a trick's opening and its close set or clear in all four views, by table row."""
+
+    def __init__(self, lay: Layout) -> None:
+        o, w = lay.offsets, lay.size
+        self.width = w
+        """Bytes of one observation row."""
+        self.hand_bytes = N_SEATS * w
+        """Bytes of one hand's four rows."""
+        v = np.arange(N_SEATS, dtype=np.int64)
+        seats = v[:, None]  # the acting seat (rows) against the viewer v (columns)
+        rel = (seats - v) % N_SEATS  # that seat relative to each viewer
+        views = v * w  # each view's row inside the block
+        card = np.where(_IS_CARD, _IDS, -1)[None, :, None]  # (seat, action id, viewer)
+        cards = (rel * N_CARDS + views)[:, None, :] + card
+        play = np.concatenate([cards + o["played"], cards + o["trick"]], axis=2)
+        self.play = np.where(card >= 0, play, 0).reshape(N_SEATS * N_ACTIONS, 2 * N_SEATS)
+        """Row seat * 56 + action id: the 8 bytes a card play sets to 1, the played and trick
+        bits of (seat, card) in each view; 0 for the bidding actions (never written through)."""
+        self.trick_clear = np.ascontiguousarray(self.play[:, N_SEATS:])
+        """The trick bits alone, cleared when the trick closes."""
+        self.leader = views + o["trick_leader"] + rel
+        """Row leader: the trick-leader bit of each view."""
+        suits = np.arange(N_SUITS)[None, :, None]  # (seat, suit, viewer)
+        self.void = (views + o["voids"] + (rel * N_SUITS)[:, None, :] + suits).reshape(-1, N_SEATS)
+        """Row seat * 4 + suit: the void bit of each view."""
+        own = seats * w + o["hand"] + _IDS  # the mover's own row: its hand bit of each card
+        self.hand_bit = np.where(_IS_CARD, own, 0).reshape(-1)
+        """Row seat * 56 + action id: the card's bit in the mover's own hand."""
+        if lay.version < 1:
+            return
+        self.card_trick = np.where(_IS_CARD[:, None], views + o["card_trick"] + _IDS[:, None], 0)
+        """v1, row action id: the card's ``card_trick`` byte in each view (shared, unrotated;
+        0 for the bidding actions)."""
+        led = views + o["trick_led"] + rel * N_TRICKS  # (leader, viewer): bit 0 of the block
+        won = views + o["trick_won"] + rel * N_TRICKS
+        pairs = np.concatenate(np.broadcast_arrays(led[:, None], won[None, :]), axis=2)
+        self.history = pairs.reshape(N_SEATS * N_SEATS, 2 * N_SEATS)
+        """v1, row leader * 4 + winner: the ``trick_led`` and ``trick_won`` bytes of trick 0 in
+        each view; trick ``t``'s are ``t`` further."""
 
 
-_PLAY_TABLE = _seat_card_table()
-_LEADER_SET = np.array(  # the trick-leader bit of each leader in the four views
-    [
-        [v * OBS_SIZE + OFFSETS["trick_leader"] + (ld - v) % N_SEATS for v in range(N_SEATS)]
-        for ld in range(N_SEATS)
-    ],
-    dtype=np.int64,
-)
-_VOID_SET = np.array(  # the void bit of (seat, suit) in the four views: seat * 4 + suit
-    [
-        [v * OBS_SIZE + OFFSETS["voids"] + (s - v) % N_SEATS * N_SUITS + su for v in range(N_SEATS)]
-        for s in range(N_SEATS)
-        for su in range(N_SUITS)
-    ],
-    dtype=np.int64,
-)
-_HAND_BIT = np.array(  # the card's bit in the mover's own hand row: seat * 56 + card
-    [
-        s * OBS_SIZE + OFFSETS["hand"] + c if c < N_CARDS else 0
-        for s in range(N_SEATS)
-        for c in _IDS
-    ],
-    dtype=np.int64,
-)
-_TRICK_CLEAR = np.ascontiguousarray(_PLAY_TABLE[:, N_SEATS:])  # the trick bits alone
+_ROWS = {version: _Rows(layout(version)) for version in VERSIONS}
 _SEAT_ROWS = np.arange(N_SEATS, dtype=np.int64) * N_ACTIONS
 
 _HDR = OFFSETS["trump"]  # the bidding header, trump .. phase, is contiguous
@@ -237,8 +263,8 @@ _SEAT_SIGN = np.array(SEAT_SIGN, dtype=np.int64)  # each seat's share of A's mar
 _MATCH_PERM = np.array([[0, 1], [1, 0]] * 2)  # by viewer: match scores (mine, theirs)
 _MATCH = OFFSETS["match_scores"]
 _STATE_TEAM = (N_SEATS - 1) * N_CARDS + _TEAM_BLOCK  # the team block inside the state
-_OBS_SCALE = scale_vector()
 _STATE_SCALE = state_scale_vector()
+_SUIT_HANDS = [int(m) for m in SUIT_MASK]  # a deal for the fresh-deal rows (hands not kept)
 _INERT = PASS  # what a held env "plays" in step(active=...): no card bit, points or suit
 
 # Dealing as ``rules.deal``: _DEAL_POS lists the deck positions of the 1st, 2nd, 3rd, 4th seat
@@ -258,12 +284,11 @@ def _is_tensor(x: object) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def _field_view(buf: np.ndarray, rows: int, offset: int, size: int) -> np.ndarray:
-    """One field of every observation row in ``buf`` as a (rows,) array of ``size``-byte
-    items: copying a field is then one item copy per row, not ``size`` byte copies."""
-    return np.ndarray(
-        shape=(rows,), dtype=f"V{size}", buffer=buf, offset=offset, strides=(OBS_SIZE,)
-    )
+def _field_view(buf: np.ndarray, rows: int, offset: int, size: int, width: int) -> np.ndarray:
+    """One field of every observation row (``width`` bytes) in ``buf`` as a (rows,) array of
+    ``size``-byte items: copying a field is then one item copy per row, not ``size`` byte
+    copies."""
+    return np.ndarray(shape=(rows,), dtype=f"V{size}", buffer=buf, offset=offset, strides=(width,))
 
 
 def _bitboards(cards: np.ndarray) -> np.ndarray:
@@ -280,6 +305,7 @@ class BatchedEnv:
     (``Options`` fields), validated the same way. ``device`` (e.g. ``"cpu"``, ``"cuda"``)
     makes every method return torch tensors there; without it, numpy arrays, except that
     :meth:`step` given torch actions answers with tensors on the actions' device.
+    ``obs_version`` (0 or 1) is the observation layout of every row returned (module docs).
     """
 
     def __init__(
@@ -291,16 +317,19 @@ class BatchedEnv:
         reward_scale: float = 1.0,
         obs_format: str = "uint8",
         keep_final_obs: bool = False,
+        obs_version: int = 0,
         **options: Any,
     ) -> None:
         self.num_envs: int = check_int("num_envs", num_envs, 1)
+        self.obs_version: int = check_version(obs_version)
         self.reward_scale: float = check_reward_scale(reward_scale)
         self.obs_format: str = check_obs_format(obs_format)
         if not isinstance(keep_final_obs, bool):
             raise ValueError(f"keep_final_obs must be True or False, got {keep_final_obs!r}")
         self.keep_final_obs = keep_final_obs
         self.options: Options = Options.from_dict(options)
-        self.observation_size: int = OBS_SIZE
+        lay = layout(self.obs_version)
+        self.observation_size: int = lay.size
         self.state_size: int = STATE_SIZE
         self.action_size: int = N_ACTIONS
         self.device: str | None = None if device is None else str(device)
@@ -310,20 +339,24 @@ class BatchedEnv:
         self._deal_fn: DealFn | None = None
         self._started = False
         self._final_ids = np.zeros(0, dtype=np.int64)  # keep_final_obs: episodes ended last step
-        self._final_views = np.zeros((0, N_SEATS, OBS_SIZE), dtype=np.uint8)
+        self._final_views = np.zeros((0, N_SEATS, lay.size), dtype=np.uint8)
+        self._obs_scale = lay.scale_vector()
+        # v1: the trick history is written as the cards fall (card_trick) and the tricks close
+        # (trick_led, trick_won); v0 rows are never touched by it.
+        self._history = self.obs_version >= 1
+        self._rt = rt = _ROWS[self.obs_version]
+        w, block = rt.width, rt.hand_bytes
 
         n = self.num_envs
         self._parity_base = np.arange(n, dtype=np.int64) * 2
         self._seat_base = np.arange(n, dtype=np.int64) * N_SEATS
-        self._base = np.arange(n, dtype=np.int64) * _HAND_BYTES
-        self._scratch = n * _HAND_BYTES  # where the card-play writes of bidding hands land
-        self._buf = np.zeros(n * _HAND_BYTES + _HAND_BYTES, dtype=np.uint8)
-        self._rows = self._buf[: n * _HAND_BYTES].reshape(
-            n * N_SEATS, OBS_SIZE
-        )  # [hand*4 + viewer]
-        self._views = self._buf[: n * _HAND_BYTES].reshape(n, N_SEATS, OBS_SIZE)
+        self._base = np.arange(n, dtype=np.int64) * block
+        self._scratch = n * block  # where the card-play writes of bidding hands land
+        self._buf = np.zeros(n * block + block, dtype=np.uint8)
+        self._rows = self._buf[: n * block].reshape(n * N_SEATS, w)  # [hand*4 + viewer]
+        self._views = self._buf[: n * block].reshape(n, N_SEATS, w)
         # The bidding header of every row as one 29-byte item: whole-header copies.
-        self._headers = _field_view(self._buf, n * N_SEATS, _HDR, _HDR_END - _HDR)
+        self._headers = _field_view(self._buf, n * N_SEATS, _HDR, _HDR_END - _HDR, w)
 
         def ints() -> np.ndarray:
             return np.zeros(n, dtype=np.int64)
@@ -354,18 +387,19 @@ class BatchedEnv:
         self._initial = np.zeros((n, N_SEATS), dtype=_U64)
         self._legal = np.zeros(n, dtype=_U64)
 
-        # The rows of a fresh deal, per dealer: constant fields and the opening header.
-        o = self.options
-        t = np.zeros((N_SEATS, N_SEATS, OBS_SIZE), dtype=np.uint8)
-        for d in range(N_SEATS):
-            for v in range(N_SEATS):
-                t[d, v, OFFSETS["trump"] + TRUMP_UNSET] = 1
-                t[d, v, OFFSETS["dealer"] + (d - v) % N_SEATS] = 1
-                t[d, v, OFFSETS["doubling_level"]] = 1
-                t[d, v, OFFSETS["phase"] + PHASE_CHOOSE_TRUMP] = 1
-                t[d, v, OFFSETS["target_score"]] = min(o.target_score or 0, CLIP)
-                t[d, v, OFFSETS["max_doubling_level"]] = o.max_doubling_level
-                t[d, v, OFFSETS["butifarra_base"]] = o.butifarra_base
+        # The rows of a fresh deal, per dealer and viewer: the opening position as
+        # observation.encode defines it (header, options, v1's variants, an empty history),
+        # without the hand, which is pasted per deal. Match fields are written per hand.
+        t = np.stack(
+            [
+                [
+                    encode(Game(self.options, d, _SUIT_HANDS), v, self.obs_version)
+                    for v in range(N_SEATS)
+                ]
+                for d in range(N_SEATS)
+            ]
+        )
+        t[:, :, :N_CARDS] = 0
         self._template = t
 
     # ------------------------------------------------------------------ public API
@@ -458,7 +492,7 @@ class BatchedEnv:
         return self._out((self._formatted(obs), mask, seat, rewards, done), device)
 
     def final_observations(self) -> tuple[np.ndarray, Any]:
-        """``(env_ids (k,), obs (k, 4, 491))``: for the episodes that ended on the last
+        """``(env_ids (k,), obs (k, 4, observation_size))``: for the episodes that ended on the last
         :meth:`step`, every seat's observation (by absolute seat) of the finished position, as
         ``butifarra_v0`` shows it once the episode is over (phase ``hand_over``), before the
         auto-reset dealt the next one. Needs ``keep_final_obs=True``."""
@@ -467,17 +501,17 @@ class BatchedEnv:
         self._require_started()
         views = self._final_views
         if self.obs_format == "float32":
-            views = views * _OBS_SCALE
+            views = views * self._obs_scale
         return self._final_ids.copy(), self._out((views,), self.device)[0]
 
     def state(self) -> Any:
         """(N, STATE_SIZE) uint8 full information (all hands), as ``observation.encode_state``:
-        for centralised critics."""
+        for centralised critics. The v0 state under either ``obs_version`` (module docs)."""
         self._require_started()
         n = self.num_envs
         out = np.zeros((n, STATE_SIZE), dtype=np.uint8)
         out[:, : N_SEATS * N_CARDS] = self._views[:, :, :N_CARDS].reshape(n, N_SEATS * N_CARDS)
-        out[:, N_SEATS * N_CARDS : CANONICAL_SIZE] = self._views[:, 0, N_CARDS:]
+        out[:, N_SEATS * N_CARDS : CANONICAL_SIZE] = self._views[:, 0, N_CARDS:OBS_SIZE]
         out[:, _STATE_TEAM : _STATE_TEAM + 4] = self._team_bytes[:, 0]
         out[np.arange(n), CANONICAL_SIZE + self._to_move] = 1
         if self.obs_format == "float32":
@@ -538,14 +572,19 @@ class BatchedEnv:
         self._trick_points += np.take(_PTS, a)
         self._cards_in_trick += isplay
 
+        rt = self._rt
         base = np.where(isplay, self._base, self._scratch)
-        self._buf[base + np.take(_HAND_BIT, s * N_ACTIONS + a)] = 0
-        idx = np.take(_PLAY_TABLE, s * N_ACTIONS + a, axis=0)
+        self._buf[base + np.take(rt.hand_bit, s * N_ACTIONS + a)] = 0
+        idx = np.take(rt.play, s * N_ACTIONS + a, axis=0)
         idx += base[:, None]
         self._buf[idx.reshape(-1)] = 1
+        if self._history:  # v1: the card's trick number (1-12) in the four views
+            idx = np.take(rt.card_trick, a, axis=0)
+            idx += base[:, None]
+            self._buf[idx] = (self._tricks_done + 1).astype(np.uint8)[:, None]
         lead = np.flatnonzero(first & isplay)  # a new trick: mark its leader
         if lead.size:
-            idx = np.take(_LEADER_SET, np.take(s, lead), axis=0)
+            idx = np.take(rt.leader, np.take(s, lead), axis=0)
             idx += np.take(self._base, lead)[:, None]
             self._buf[idx.reshape(-1)] = 1
         void = np.flatnonzero(suit != led)  # did not follow: void in the led suit
@@ -553,7 +592,7 @@ class BatchedEnv:
             void = void[np.take(isplay, void)]  # not a held env's inert action mid-trick
         if void.size:
             code = np.take(s, void) * N_SUITS + np.take(led, void)
-            idx = np.take(_VOID_SET, code, axis=0)
+            idx = np.take(rt.void, code, axis=0)
             idx += np.take(self._base, void)[:, None]
             self._buf[idx.reshape(-1)] = 1
 
@@ -599,15 +638,21 @@ class BatchedEnv:
         self._tricks_done[c] = done_tricks
         view = np.take(self._team_tally, c, axis=0)[:, _TEAM_PERM].astype(np.uint8)
         self._team_env[c] = view.reshape(-1).view("V8")
+        rt = self._rt
         base = np.take(self._base, c)[:, None]
         cards = np.take(self._trick_cards, c, axis=0)
         cards += _SEAT_ROWS
-        clear = np.take(_TRICK_CLEAR, cards.reshape(-1), axis=0).reshape(c.size, -1)
+        clear = np.take(rt.trick_clear, cards.reshape(-1), axis=0).reshape(c.size, -1)
         clear += base
         self._buf[clear.reshape(-1)] = 0
-        clear = np.take(_LEADER_SET, np.take(self._leader, c), axis=0)
+        leader = np.take(self._leader, c)
+        clear = np.take(rt.leader, leader, axis=0)
         clear += base
         self._buf[clear.reshape(-1)] = 0
+        if self._history:  # v1: who led and who won this trick (done_tricks - 1)
+            idx = np.take(rt.history, leader * N_SEATS + w, axis=0)
+            idx += base + (done_tricks - 1)[:, None]
+            self._buf[idx.reshape(-1)] = 1
         self._to_move[c] = w
         self._cards_in_trick[c] = 0
         self._trick_points[c] = 0
@@ -785,7 +830,7 @@ class BatchedEnv:
         mask = np.take(_BYTE_BITS, legal.view(np.uint8).reshape(n, 8)[:, :7], axis=0)
         seat = self._to_move.copy()
         obs = np.take(self._rows, self._seat_base + seat, axis=0)
-        team = _field_view(obs, n, _TEAM_BLOCK, 4)
+        team = _field_view(obs, n, _TEAM_BLOCK, 4, self._rt.width)
         team[...] = np.take(self._team_parity, self._parity_base + (seat & 1))
         return mask.reshape(n, N_ACTIONS), obs, seat
 
@@ -801,7 +846,7 @@ class BatchedEnv:
 
     def _formatted(self, obs: np.ndarray) -> np.ndarray:
         """Observations in ``obs_format``: the bytes, or float32 scaled into [0, 1]."""
-        return obs * _OBS_SCALE if self.obs_format == "float32" else obs
+        return obs * self._obs_scale if self.obs_format == "float32" else obs
 
     def _check_active(self, active: Any) -> np.ndarray:
         if _is_tensor(active):

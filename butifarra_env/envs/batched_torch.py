@@ -27,6 +27,13 @@ read stalls the queue):
   bytes, against the numpy engine's four 491-byte rows. The mover's observation is built each
   step from them (bitboards unpacked to bytes, the header OR-ed from the three header tables,
   the team block gathered by seat parity), so a new deal only resets a few columns.
+* **Observation versions.** ``obs_version`` (0 or 1) is the numpy engine's (validated by it):
+  every observation returned is that layout, ``state()`` is v0's under both. A v1 engine
+  keeps three more registers (72 bytes a hand): the trick leaders and winners as two 48-bit
+  boards (bit seat * 12 + trick, rotated into the viewer's frame like the void nibbles and
+  unpacked like the hands) and one byte per action id with the trick number of each card
+  played (a scatter per step; the bidding ids' columns take the inert writes). A v0 engine
+  has none of them and does none of that work.
 * **Branch-free.** Every step runs the card play, the trick close, the bidding and the hand
   end over all hands, each selected with masks (``torch.where``); there is no Python loop over
   hands, no data-dependent shape and no ``.item()`` on the hot path, so a CUDA step only
@@ -60,6 +67,7 @@ Usage::
 
     eng = TorchBatchedEnv(65536, seed=0, device="cuda", obs_format="float32")
     obs, mask, seat = eng.reset()                        # (N, 491), (N, 56) i8, (N,) i64
+                                                         # (N, 638) with obs_version=1
     obs, mask, seat, rewards, done = eng.step(actions)  # actions: (N,) int tensor on the device
     critic_in = eng.state()                              # (N, 639)
 
@@ -95,6 +103,7 @@ from butifarra_env.core.cards import N_CARDS, N_TRICKS, TOTAL_POINTS
 from butifarra_env.core.observation import (
     CANONICAL_SIZE,
     CLIP,
+    LAYOUT_V1,
     OBS_SIZE,
     OFFSETS,
     SIZES,
@@ -151,6 +160,8 @@ _POINTS = TOTAL_POINTS + 1  # team points 0..72
 _SUIT_CARDS = N_CARDS // 4
 _SUIT_BITS = (1 << _SUIT_CARDS) - 1
 _LITTLE = sys.byteorder == "little"  # bitboards are read byte by byte through a uint8 view
+_V1_TAIL = LAYOUT_V1.offsets["obligada"]  # obligada, linear_doubling, the cap: constants
+_HISTORY_MASK = (1 << N_CARDS) - 1  # trick_led / trick_won: bit seat * 12 + trick, 48 bits
 
 # The observation is built as [9 bitboards: hand, played x4, trick x4][leader | voids bits]
 # [header][team][hand_number][match_scores][constants]: the layout must be exactly FIELDS'.
@@ -160,6 +171,11 @@ assert _HDR_END == _TEAM and OFFSETS["hand_number"] == _TEAM + 4
 assert OFFSETS["match_scores"] == _TEAM + 5 and _TAIL == _TEAM + 7 and OBS_SIZE == _TAIL + 3
 assert BUTIFARRA - TRUMP_BASE == NO_TRUMP  # choosing action a sets trump a - 48
 assert STATE_SIZE == CANONICAL_SIZE + N_SEATS == N_SEATS * N_CARDS + OBS_SIZE - N_CARDS + N_SEATS
+# v1 appends [trick_led | trick_won: 2 x 48 bits][card_trick: 48 bytes][3 constants].
+_V1 = LAYOUT_V1.offsets
+assert _V1["trick_led"] == OBS_SIZE and _V1["trick_won"] == OBS_SIZE + N_SEATS * N_TRICKS
+assert _V1["card_trick"] == OBS_SIZE + 2 * N_SEATS * N_TRICKS and N_SEATS * N_TRICKS == N_CARDS
+assert _V1["card_trick"] + N_CARDS == _V1_TAIL == LAYOUT_V1.size - 3
 
 
 def _seats(f: Callable[[Any], Any], seat: Tensor) -> Tensor:
@@ -199,9 +215,10 @@ class _Tables:
         self.team_perm = put(e._TEAM_PERM)  # by seat parity
         self.match_perm = put(e._MATCH_PERM)  # by viewer
         self.seat_sign = put(e._SEAT_SIGN)
-        self.obs_scale = put(e._OBS_SCALE)
+        self.obs_scale = put(ref._obs_scale)  # of its observation version
         self.state_scale = put(e._STATE_SCALE)
-        self.tail = put(ref._template[0, 0, _TAIL:])  # the options' constant bytes
+        self.tail = put(ref._template[0, 0, _TAIL:OBS_SIZE])  # the options' constant bytes
+        self.v1_tail = put(ref._template[0, 0, _V1_TAIL:])  # v1's variants (none in v0)
         o = ref.options
         # rules.doubling_cap by trump (unset: not read), as BatchedEnv._bid calls it.
         cap = rules.doubling_cap(
@@ -258,6 +275,7 @@ class TorchBatchedEnv:
         reward_scale: float = 1.0,
         obs_format: str = "uint8",
         keep_final_obs: bool = False,
+        obs_version: int = 0,
         check: bool = True,
         compile: bool = False,
         **options: Any,
@@ -271,6 +289,7 @@ class TorchBatchedEnv:
             reward_scale=reward_scale,
             obs_format=obs_format,
             keep_final_obs=keep_final_obs,
+            obs_version=obs_version,
             **options,
         )
         if not isinstance(check, bool):
@@ -288,12 +307,14 @@ class TorchBatchedEnv:
         self.reward_scale: float = ref.reward_scale
         self.obs_format: str = ref.obs_format
         self.keep_final_obs: bool = ref.keep_final_obs
+        self.obs_version: int = ref.obs_version
+        self._history = ref.obs_version >= 1  # v1: the trick history registers below
         self.check: bool = check
         self.compile: bool = compile
         """Run the step's rules through ``torch.compile`` (see :meth:`_advance`); False again
         after a failed compilation (with a warning), the eager step in its place."""
         self._compiled: Callable[..., Any] | None = None
-        self.observation_size: int = OBS_SIZE
+        self.observation_size: int = ref.observation_size
         self.state_size: int = STATE_SIZE
         self.action_size: int = N_ACTIONS
         try:
@@ -310,6 +331,7 @@ class TorchBatchedEnv:
         # the options' constant bytes of every observation, materialised once (cat copies a
         # contiguous block faster than a broadcast one)
         self._tail = self._tb.tail.expand(self.num_envs, -1).contiguous()
+        self._v1_tail = self._tb.v1_tail.expand(self.num_envs, -1).contiguous()
         self._deal_fn: TorchDealFn | None = None
         self._deal_fn_dealers = False
         self._started = False
@@ -341,6 +363,12 @@ class TorchBatchedEnv:
         self._legal = ints()  # over the 56 action ids
         # The next deal of every env: bitboards in deal order (1st .. 4th after the dealer).
         self._pool_hands, self._pool_dealers = ints(N_SEATS), ints()
+        if self._history:
+            # v1: bit seat * 12 + t of trick_led / trick_won: that seat led / won trick t; the
+            # trick number (1-12) of every card played, one byte per action id (the bidding
+            # ids' columns take the inert writes of envs not playing a card; never read).
+            self._trick_led, self._trick_won = ints(), ints()
+            self._card_trick = torch.zeros((n, N_ACTIONS), dtype=torch.uint8, device=dev)
         # keep_final_obs: the finished positions of the episodes that ended on the last step.
         self._final_done = torch.zeros(n, dtype=torch.bool, device=dev)
         self._final: dict[str, Tensor] = {}
@@ -463,9 +491,10 @@ class TorchBatchedEnv:
             return None
 
     def final_observations(self) -> tuple[Tensor, Tensor]:
-        """``(env_ids (k,), obs (k, 4, 491))``: as :meth:`BatchedEnv.final_observations`, the
-        four seats' views of the episodes that ended on the last :meth:`step`. Needs
-        ``keep_final_obs=True``; reads the device (the number of such episodes)."""
+        """``(env_ids (k,), obs (k, 4, observation_size))``: as
+        :meth:`BatchedEnv.final_observations`, the four seats' views of the episodes that ended on
+        the last :meth:`step`. Needs ``keep_final_obs=True``; reads the device (the number of such
+        episodes)."""
         if not self.keep_final_obs:
             raise RuntimeError(
                 "final_observations() needs TorchBatchedEnv(..., keep_final_obs=True)"
@@ -474,17 +503,19 @@ class TorchBatchedEnv:
         ids = torch.nonzero(self._final_done).reshape(-1)
         pos = {k: v[ids] for k, v in self._final.items()}
         views = torch.stack(
-            [self._encode(pos, torch.full_like(ids, v)) for v in range(N_SEATS)], dim=1
+            [self._encode(pos, torch.full_like(ids, v), self._history) for v in range(N_SEATS)],
+            dim=1,
         )
         if self.obs_format == "float32":
             return ids, views * self._tb.obs_scale
         return ids, views
 
     def state(self) -> Tensor:
-        """(N, STATE_SIZE) full information (all hands), as :meth:`BatchedEnv.state`."""
+        """(N, STATE_SIZE) full information (all hands), as :meth:`BatchedEnv.state` (v0's
+        under either ``obs_version``)."""
         self._require_started()
         pos = self._position()
-        seat0 = self._encode(pos, torch.zeros_like(self._to_move))
+        seat0 = self._encode(pos, torch.zeros_like(self._to_move), False)  # v0: the state
         to_move = (self._to_move[:, None] == self._tb.seats).to(torch.uint8)
         out = torch.cat([self._unpack(self._hands), seat0[:, N_CARDS:], to_move], dim=1)
         if self.obs_format == "float32":
@@ -556,6 +587,14 @@ class TorchBatchedEnv:
         to_move = torch.where(isplay, _seats(rules.next_seat, s), s)
 
         closed = in_trick == N_SEATS
+        if self._history:  # v1: the card's trick number; a closed trick's leader and winner
+            t = self._tricks_done
+            number = (t + 1).to(torch.uint8)[:, None]
+            self._card_trick = self._card_trick.scatter(1, a[:, None], number)
+            led_bit = tb.one << torch.add(t, self._leader, alpha=N_TRICKS)
+            self._trick_led = self._trick_led | led_bit * closed
+            won_bit = tb.one << torch.add(t, win_seat, alpha=N_TRICKS)
+            self._trick_won = self._trick_won | won_bit * closed
         # a closed trick: one trick and its points (+1 per trick: the 72-point count) to the
         # winner's team, (tricks A, tricks B, points A, points B)
         gain = tb.tally_unit.index_select(0, (win_seat & 1) + 2 * closed)
@@ -687,6 +726,10 @@ class TorchBatchedEnv:
             reg.masked_fill_(e, value)
         self._team_tally.masked_fill_(e1, 0)
         self._trick_bb.masked_fill_(e1, 0)
+        if self._history:
+            self._trick_led.masked_fill_(e, 0)
+            self._trick_won.masked_fill_(e, 0)
+            self._card_trick.masked_fill_(e1, 0)
 
     def _refill(self) -> None:
         """Draw the next deal and dealer of every env: a uniform shuffle dealt four cards at
@@ -738,7 +781,7 @@ class TorchBatchedEnv:
     # ------------------------------------------------------------------ observations
     def _position(self) -> dict[str, Tensor]:
         """The columns an observation is encoded from (:meth:`_encode`)."""
-        return {
+        pos = {
             "hands": self._hands,
             "initial": self._initial,
             "trick_bb": self._trick_bb,
@@ -756,10 +799,15 @@ class TorchBatchedEnv:
             "hand_number": self._hand_number,
             "match_scores": self._match_scores,
         }
+        if self._history:
+            pos["trick_led"], pos["trick_won"] = self._trick_led, self._trick_won
+            pos["card_trick"] = self._card_trick
+        return pos
 
-    def _encode(self, p: dict[str, Tensor], v: Tensor) -> Tensor:
-        """(k, 491) uint8: the observation of seat ``v`` (k,) in the positions ``p``, in
-        ``observation.FIELDS`` order (asserted at import)."""
+    def _encode(self, p: dict[str, Tensor], v: Tensor, history: bool) -> Tensor:
+        """(k, 491) uint8: the v0 observation of seat ``v`` (k,) in the positions ``p``, in
+        ``observation.FIELDS`` order (asserted at import); with ``history`` (v1 engines only)
+        (k, 638): the v1 observation, ``V1_FIELDS`` appended."""
         tb = self._tb
         k = v.shape[0]
         hands = p["hands"]
@@ -794,8 +842,20 @@ class TorchBatchedEnv:
             .gather(1, tb.match_perm.index_select(0, v))
             .to(torch.uint8)
         )
-        tail = self._tail if k == self.num_envs else tb.tail.expand(k, -1).contiguous()
-        return torch.cat([bits, header, team, hand_number, match, tail], dim=1)
+        parts = [bits, header, team, hand_number, match, self._const(self._tail, k)]
+        if history:
+            # bit seat * 12 + t -> relative seat (seat - v) % 4: the 48 bits rotated right by
+            # 12 v, as the void nibbles by 4 v
+            shift = (N_TRICKS * v)[:, None]
+            hist = torch.stack([p["trick_led"], p["trick_won"]], 1)
+            hist = ((hist >> shift) | (hist << (N_CARDS - shift))) & _HISTORY_MASK
+            parts += [self._unpack(hist), p["card_trick"][:, :N_CARDS]]
+            parts.append(self._const(self._v1_tail, k))
+        return torch.cat(parts, dim=1)
+
+    def _const(self, rows: Tensor, k: int) -> Tensor:
+        """``k`` rows of constant bytes: the materialised block ``rows`` for all envs."""
+        return rows if k == self.num_envs else rows[:1].expand(k, -1).contiguous()
 
     def _unpack(self, boards: Tensor, n_bytes: int = N_CARDS // 8) -> Tensor:
         """(k, m) int64 bitboards -> (k, m * 8 * n_bytes) uint8 0/1, low bit first: each byte
@@ -813,7 +873,7 @@ class TorchBatchedEnv:
     def _outputs(self) -> tuple[Tensor, Tensor, Tensor]:
         """Fresh (obs, mask, seat) for the seat to move in every env."""
         seat = self._to_move.clone()
-        obs = self._encode(self._position(), seat)
+        obs = self._encode(self._position(), seat, self._history)
         if self.obs_format == "float32":
             obs = obs * self._tb.obs_scale
         mask = self._unpack(self._legal[:, None], N_ACTIONS // 8).view(torch.int8)
