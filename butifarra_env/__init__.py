@@ -1,14 +1,15 @@
 """butifarra-rl: Butifarra as a reinforcement-learning environment.
 
 The rules are :mod:`butifarra_env.core.rules` (pure functions) and :mod:`butifarra_env.core.game`
-(the state machine); ``butifarra_v0`` is the PettingZoo env, :class:`BatchedEnv` the batched
-engine for training, and ``butifarra_env/Butifarra-v0`` the Gymnasium single-agent id
-(:class:`~butifarra_env.envs.gym_env.SingleAgentEnv`; ``gymnasium.make_vec`` gives
+(the state machine); ``butifarra_v0`` is the PettingZoo env (``butifarra_v1``: the same env
+with the trick history and the variants in the observation), :class:`BatchedEnv` the batched
+engine for training, and ``butifarra_env/Butifarra-v0`` (``-v1``) the Gymnasium single-agent
+ids (:class:`~butifarra_env.envs.gym_env.SingleAgentEnv`; ``gymnasium.make_vec`` gives
 :class:`~butifarra_env.envs.gym_vector.ButifarraVectorEnv`, N hands on the batched engine).
 
-Importing this package is cheap and loads no framework: ``butifarra_v0``, ``BatchedEnv`` and
-``Options`` are imported on first use, and the Gymnasium id is registered as soon as
-Gymnasium itself is imported (before or after this package).
+Importing this package is cheap and loads no framework: ``butifarra_v0``, ``butifarra_v1``,
+``BatchedEnv`` and ``Options`` are imported on first use, and the Gymnasium ids are registered
+as soon as Gymnasium itself is imported (before or after this package).
 """
 
 from __future__ import annotations
@@ -21,17 +22,28 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["BatchedEnv", "GYM_ID", "Options", "__version__", "butifarra_v0"]
+__all__ = [
+    "BatchedEnv",
+    "GYM_ID",
+    "GYM_ID_V1",
+    "Options",
+    "__version__",
+    "butifarra_v0",
+    "butifarra_v1",
+]
 
 GYM_ID = "butifarra_env/Butifarra-v0"
+GYM_ID_V1 = "butifarra_env/Butifarra-v1"
+"""The Gymnasium id of the same envs with ``obs_version=1`` (the ``butifarra_v1`` observation)."""
 
 if TYPE_CHECKING:
-    from butifarra_env import butifarra_v0
+    from butifarra_env import butifarra_v0, butifarra_v1
     from butifarra_env.core.options import Options
     from butifarra_env.envs.batched import BatchedEnv
 
 _LAZY = {
     "butifarra_v0": ("butifarra_env.butifarra_v0", None),
+    "butifarra_v1": ("butifarra_env.butifarra_v1", None),
     "BatchedEnv": ("butifarra_env.envs.batched", "BatchedEnv"),
     "Options": ("butifarra_env.core.options", "Options"),
 }
@@ -48,7 +60,8 @@ def __getattr__(name: str) -> Any:
 
 
 def register_gymnasium_id() -> None:
-    """Register :data:`GYM_ID` with Gymnasium (done for you; safe to call again).
+    """Register :data:`GYM_ID` and :data:`GYM_ID_V1` with Gymnasium (done for you; safe to call
+    again).
 
     ``gymnasium.make(GYM_ID)`` builds :class:`~butifarra_env.envs.gym_env.SingleAgentEnv` and
     returns it as it is: the env checks its own call order (RuntimeError before ``reset()``)
@@ -58,17 +71,20 @@ def register_gymnasium_id() -> None:
     wrapper through ``additional_wrappers`` would do, but ``make_vec`` refuses
     ``vector_entry_point`` mode when a spec has any). ``gymnasium.make_vec(GYM_ID, num_envs=N)``
     builds :class:`~butifarra_env.envs.gym_vector.ButifarraVectorEnv` on the batched engine.
+    :data:`GYM_ID_V1` builds the same classes with ``obs_version=1``.
     """
     import gymnasium
 
-    if GYM_ID not in gymnasium.registry:
-        gymnasium.register(
-            GYM_ID,
-            entry_point="butifarra_env.envs.gym_env:SingleAgentEnv",
-            vector_entry_point="butifarra_env.envs.gym_vector:ButifarraVectorEnv",
-            disable_env_checker=True,
-            order_enforce=False,
-        )
+    for gym_id, obs_version in ((GYM_ID, 0), (GYM_ID_V1, 1)):
+        if gym_id not in gymnasium.registry:
+            gymnasium.register(
+                gym_id,
+                entry_point="butifarra_env.envs.gym_env:SingleAgentEnv",
+                vector_entry_point="butifarra_env.envs.gym_vector:ButifarraVectorEnv",
+                disable_env_checker=True,
+                order_enforce=False,
+                kwargs={"obs_version": obs_version} if obs_version else {},
+            )
 
 
 class _RegisterWhenGymnasiumLoads(importlib.abc.MetaPathFinder):

@@ -35,6 +35,8 @@ Observation
     ``butifarra_base``; the variants ``obligada``, ``linear_doubling`` and
     ``butifarra_max_doubling_level`` are not in it (the layout is the same under every
     option): whoever seats an agent tells it the options. The mask always applies them.
+    ``butifarra_v1`` is this env with those variants and the trick history (who led, who won,
+    which trick each card fell in) appended to the observation.
 
 Observation format
     ``obs_format="uint8"`` (default): the raw values, 0/1 flags and small counts (tricks
@@ -96,6 +98,8 @@ Records
 
 Version history
     v0: initial release.
+    v1 (``butifarra_v1``): the observation adds the trick history and the variants; v0
+    unchanged.
 """
 
 from butifarra_env.envs.aec import env, raw_env

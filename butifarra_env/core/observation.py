@@ -12,7 +12,7 @@ path used by the environment (it keeps one seat-absolute vector up to date with 
 writes per move and rotates it per seat with one gather). Tests hold them equal.
 
 Versions: the layout above is ``butifarra_v0``'s (:data:`FIELDS`, 491 values). ``butifarra_v1``
-appends :data:`V1_FIELDS` (the trick history and the regional variants, 246 values) and keeps
+appends :data:`V1_FIELDS` (the trick history and the regional variants, 147 values) and keeps
 every v0 entry where it was, so ``obs_v1[..., :OBS_SIZE]`` is the v0 observation and the v0
 views (:class:`View`, :func:`field`) read it unchanged. :func:`layout` gives each version's
 fields, offsets, scales and suit permutation; :func:`encode` and :class:`Observer` take the
@@ -35,6 +35,7 @@ from butifarra_env.core.rules import (
     PHASE_NAMES,
     TRUMP_UNSET,
 )
+from butifarra_env.core.validate import is_int
 
 CLIP = 255
 
@@ -176,9 +177,9 @@ VERSIONS = tuple(LAYOUTS)
 
 def check_version(version: object) -> int:
     """The observation version as an int, or ValueError naming the allowed ones."""
-    if isinstance(version, bool) or version not in LAYOUTS:
+    if not is_int(version) or int(version) not in LAYOUTS:  # type: ignore[call-overload]
         raise ValueError(f"obs_version must be one of {list(VERSIONS)}, got {version!r}")
-    return int(version)
+    return int(version)  # type: ignore[call-overload]  # True and 1.0 were refused above
 
 
 def layout(version: int = 0) -> Layout:

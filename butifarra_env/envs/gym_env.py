@@ -11,6 +11,9 @@ registration turns off Gymnasium's passive checker and order-enforcing wrappers,
 this env makes itself: every method raises a RuntimeError naming ``reset()`` before the first
 reset), so ``action_masks()`` is reachable on what ``make`` returns. Under wrappers a user
 adds, ``env.get_wrapper_attr("action_masks")()`` reaches it, as SB3 and sb3-contrib do.
+``"butifarra_env/Butifarra-v1"`` is the same class with ``obs_version=1``: the learner gets the
+``butifarra_v1`` observation (638 values), its opponents still the v0 one (the shipped agents
+read v0).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 
 from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
 from butifarra_env.core.game import Game
-from butifarra_env.core.observation import scale_vector
+from butifarra_env.core.observation import OBS_SIZE, layout
 from butifarra_env.core.policy import Policy, PolicyFn, is_policy, seat_policies
 from butifarra_env.core.render import render_text
 from butifarra_env.core.validate import (
@@ -38,7 +41,6 @@ from butifarra_env.core.validate import (
 from butifarra_env.envs.aec import AGENTS, raw_env, seat_observation_space
 
 ILLEGAL_ACTION_MODES = ("penalize", "raise")
-_OBS_SCALE = scale_vector()
 
 
 class SingleAgentEnv(gymnasium.Env):
@@ -53,8 +55,11 @@ class SingleAgentEnv(gymnasium.Env):
     are raw points by default; ``1/36`` puts a typical hand near +-1 (the extremes at +-32),
     the scale external learners expect (see ``butifarra_v0``). ``render_mode``:
     "human"/"ansi" (text) or "rgb_array" (an image); both show the learner's hand only, or all
-    four with ``render_all_hands=True``. Other keyword arguments are the game options of
-    ``butifarra_v0``.
+    four with ``render_all_hands=True``. ``obs_version``: the learner's observation layout, 0
+    (``butifarra_v0``, default) or 1 (``butifarra_v1``: the trick history and the variants).
+    Opponent policies always get the v0 ``uint8`` observation (491 values: the first 491 of
+    a v1 one), which is what the shipped agents read. Other keyword arguments are the game
+    options of ``butifarra_v0``.
     """
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 2}
@@ -69,6 +74,7 @@ class SingleAgentEnv(gymnasium.Env):
         render_all_hands: bool = False,
         reward_scale: float = 1.0,
         obs_format: str = "uint8",
+        obs_version: int = 0,
         **options: Any,
     ) -> None:
         seat = check_seat(seat)
@@ -78,9 +84,13 @@ class SingleAgentEnv(gymnasium.Env):
             )
         if not isinstance(render_all_hands, bool):
             raise ValueError(f"render_all_hands must be True or False, got {render_all_hands!r}")
-        self._aec = raw_env(render_mode=None, reward_scale=reward_scale, **options)
+        self._aec = raw_env(
+            render_mode=None, reward_scale=reward_scale, obs_version=obs_version, **options
+        )
+        self.obs_version = self._aec.obs_version
         self.obs_format = check_obs_format(obs_format)
         self._float = self.obs_format == "float32"  # the learner's; opponents always get uint8
+        self._obs_scale = layout(self.obs_version).scale_vector()
         self.render_mode = check_render_mode(render_mode)
         self.render_all_hands = render_all_hands
         self.seat = seat
@@ -91,7 +101,7 @@ class SingleAgentEnv(gymnasium.Env):
             opponents, seat, is_policy, "act(observation, action_mask) or be callable"
         )
         self._interrupted: str | None = None  # why the hand stopped between two decisions
-        self.observation_space = seat_observation_space(self.obs_format)
+        self.observation_space = seat_observation_space(self.obs_format, self.obs_version)
         self.action_space = gymnasium.spaces.Discrete(N_ACTIONS)
 
     @property
@@ -147,7 +157,7 @@ class SingleAgentEnv(gymnasium.Env):
         """The learner's observation, in its ``obs_format``."""
         obs = self._aec.observe(self.agent)
         if self._float:
-            obs["observation"] = obs["observation"] * _OBS_SCALE
+            obs["observation"] = obs["observation"] * self._obs_scale
         return obs
 
     def _check_learner_to_move(self, what: str) -> None:
@@ -173,6 +183,8 @@ class SingleAgentEnv(gymnasium.Env):
             who = aec.agent_selection
             seat = aec.agent_name_mapping[who]
             obs = aec.observe(who)
+            if self.obs_version:  # opponents read v0: its 491 values start every v1 vector
+                obs["observation"] = obs["observation"][:OBS_SIZE]
             policy = self._policies[seat]
             try:
                 if policy is None:

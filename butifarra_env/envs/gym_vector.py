@@ -14,7 +14,9 @@ sub-env therefore behaves like one ``SingleAgentEnv``: the same observation dict
 (the learner team's score difference at each hand end, times ``reward_scale``, also when an
 opponent's card ends the hand), ``terminated`` at the episode's end (the hand, or the match
 with ``target_score``), never truncated. ``tests/test_gym_vector.py`` holds it to N
-``SingleAgentEnv`` fed the same deals.
+``SingleAgentEnv`` fed the same deals. ``obs_version=1`` (``gymnasium.make_vec(
+"butifarra_env/Butifarra-v1", ...)``) gives the learner the ``butifarra_v1`` observation
+(638 values, the engine's ``BatchedEnv(..., obs_version=1)`` rows), as the single env does.
 
 Masks: ``obs["action_mask"]``, ``info["action_mask"]`` (N, 56) ``int8`` and
 :meth:`ButifarraVectorEnv.action_masks` (N, 56) ``bool``; every row has a legal action, so a
@@ -40,8 +42,9 @@ Opponents: None (uniformly random legal moves from the env's generator, seeded b
 one policy for the three other seats, three (the other seats in ascending order) or a mapping
 seat -> policy; a policy is an object with ``act_batch(observations, action_masks)`` (any
 :class:`agents.base.Agent`) or a callable on batches, ``(uint8 (k, 491), int8 (k, 56)) ->
-(k,) ints``. Opponents always get ``uint8`` observations, whatever the learner's
-``obs_format``. Seeding: ``reset(seed=s)`` fixes every deal and every random opponent move
+(k,) ints``. Opponents always get ``uint8`` v0 observations, whatever the learner's
+``obs_format`` and ``obs_version`` (the first 491 values of a v1 row: the shipped agents read
+v0). Seeding: ``reset(seed=s)`` fixes every deal and every random opponent move
 (one int: one generator drives all N hands; opponents with a ``reset(seed)`` method get
 ``s + 1 + k``). An illegal learner action raises ValueError naming the sub-env and leaves
 everything as it was (no "penalize" mode here). No rendering (``render_mode`` must be None):
@@ -58,7 +61,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from butifarra_env.core.actions import N_ACTIONS, PASS, random_legal_actions
-from butifarra_env.core.observation import OBS_SIZE, scale_vector
+from butifarra_env.core.observation import OBS_SIZE, layout
 from butifarra_env.core.policy import BatchPolicy, seat_policies
 from butifarra_env.core.rules import N_SEATS
 from butifarra_env.core.validate import (
@@ -73,7 +76,6 @@ from butifarra_env.envs.batched import BatchedEnv
 
 __all__ = ["RESET_STEP_ACTION", "ButifarraVectorEnv"]
 
-_OBS_SCALE = scale_vector()
 _MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 _RESET_OPTION_KEYS = ("dealers", "hands")
 _MAX_OPPONENT_ROUNDS = 64  # consecutive opponent decisions before the learner's turn: < 16
@@ -88,6 +90,7 @@ _SHARED_ATTRS = {
     "seat": "seat",
     "reward_scale": "reward_scale",
     "obs_format": "obs_format",
+    "obs_version": "obs_version",
     "autoreset_mode": "autoreset_mode",
     "options": "options",
     "metadata": "metadata",
@@ -103,7 +106,8 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
 
     ``seat`` (0-3) is the learner's seat in every hand; ``options`` are the game options of
     ``butifarra_v0`` (``target_score``, ``max_doubling_level``, the variants ``obligada``,
-    ``linear_doubling``, ``butifarra_max_doubling_level``...). The engine is
+    ``linear_doubling``, ``butifarra_max_doubling_level``...); ``obs_version`` 0 or 1 is the
+    learner's observation layout (``butifarra_v0`` or ``butifarra_v1``). The engine is
     :attr:`engine` (for fixed deals: ``engine.set_deal_fn``; ``engine.current_deals()``).
     """
 
@@ -118,6 +122,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         reward_scale: float = 1.0,
         obs_format: str = "uint8",
+        obs_version: int = 0,
         render_mode: str | None = None,
         **options: Any,
     ) -> None:
@@ -149,15 +154,20 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         )
         self._groups = _groups(self._policies)
         # Raw integer rewards from the engine, scaled here in float64: the single env's values.
-        self.engine = BatchedEnv(self.num_envs, keep_final_obs=True, **options)
+        self.engine = BatchedEnv(
+            self.num_envs, keep_final_obs=True, obs_version=obs_version, **options
+        )
+        self.obs_version: int = self.engine.obs_version
+        size = self.engine.observation_size
+        self._obs_scale = layout(self.obs_version).scale_vector()
         self.options: dict[str, Any] = self.engine.options.to_dict()
         self.render_mode = None
-        self.single_observation_space = seat_observation_space(self.obs_format)
+        self.single_observation_space = seat_observation_space(self.obs_format, self.obs_version)
         self.single_action_space = gymnasium.spaces.Discrete(N_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         n = self.num_envs
-        self._obs = np.zeros((n, OBS_SIZE), np.uint8)  # the engine's current decision
+        self._obs = np.zeros((n, size), np.uint8)  # the engine's current decision
         self._mask = np.zeros((n, N_ACTIONS), np.int8)
         self._seat = np.zeros(n, np.int64)
         self._shown_mask = self._mask  # the masks of the observations last returned
@@ -197,7 +207,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         self._broken = None
         self._autoreset[:] = False
         n = self.num_envs
-        self._play_opponents(np.zeros(n), np.zeros(n, bool), np.zeros((n, OBS_SIZE), np.uint8))
+        self._play_opponents(np.zeros(n), np.zeros(n, bool), self._final_buffer())
         self._shown_mask = self._mask
         return self._observation(self._obs, self._mask), self._mask_info(self._mask)
 
@@ -213,7 +223,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         n = self.num_envs
         raw = np.zeros(n)
         ended = np.zeros(n, dtype=bool)
-        final = np.zeros((n, OBS_SIZE), np.uint8)
+        final = self._final_buffer()
         moving = ~self._autoreset
         if moving.any():  # ValueError here (bad shape, dtype, illegal id) changes nothing
             out = self.engine.step(actions, active=None if moving.all() else moving)
@@ -312,7 +322,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         raise RuntimeError(f"the opponents made {_MAX_OPPONENT_ROUNDS} moves in a row")
 
     def _act(self, policy: Any, seats: tuple[int, ...], rows: np.ndarray) -> np.ndarray:
-        obs, masks = self._obs[rows], self._mask[rows]
+        obs, masks = self._obs[rows, :OBS_SIZE], self._mask[rows]  # opponents read v0
         try:
             if policy is None:
                 return random_legal_actions(masks, self.np_random)
@@ -344,8 +354,12 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
             ended |= done
 
     def _observation(self, obs: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
-        vec = obs * _OBS_SCALE if self.obs_format == "float32" else obs.copy()
+        vec = obs * self._obs_scale if self.obs_format == "float32" else obs.copy()
         return {"observation": vec, "action_mask": mask.copy()}
+
+    def _final_buffer(self) -> np.ndarray:
+        """Room for the terminal observations of one step, one row per sub-env."""
+        return np.zeros_like(self._obs)
 
     def _mask_info(self, mask: np.ndarray) -> dict[str, Any]:
         return {"action_mask": mask.copy(), "_action_mask": np.ones(self.num_envs, dtype=bool)}
@@ -356,7 +370,7 @@ class ButifarraVectorEnv(gymnasium.vector.VectorEnv):
         final_obs = np.full(self.num_envs, None, dtype=object)
         zero = np.zeros(N_ACTIONS, np.int8)
         for i in np.flatnonzero(ended):
-            vec = final[i] * _OBS_SCALE if self.obs_format == "float32" else final[i].copy()
+            vec = final[i] * self._obs_scale if self.obs_format == "float32" else final[i].copy()
             final_obs[i] = {"observation": vec, "action_mask": zero.copy()}
         masks = np.zeros((self.num_envs, N_ACTIONS), np.int8)
         return {

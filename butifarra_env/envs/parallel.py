@@ -1,4 +1,5 @@
-"""A PettingZoo Parallel view of ``butifarra_v0``: every agent acts at every step.
+"""A PettingZoo Parallel view of ``butifarra_v0`` (and ``butifarra_v1``: the same view over the
+v1 observation, ``obs_version=1``): every agent acts at every step.
 
 Tools that want a ``ParallelEnv`` (SuperSuit's vectorisers, PufferLib, AgileRL's vector envs,
 PettingZoo's own parallel tests) need every agent to submit an action at every step and a
@@ -53,7 +54,8 @@ class _LegalSampling(spaces.Discrete):
 
 
 class ButifarraParallelEnv(ParallelEnv):
-    """The Parallel view (see the module docstring); options as ``butifarra_v0.raw_env``."""
+    """The Parallel view (see the module docstring); options (``obs_version`` included) as
+    ``raw_env``; ``metadata["name"]`` is the AEC env's name plus ``_parallel``."""
 
     metadata = {
         "name": "butifarra_v0_parallel",
@@ -64,6 +66,7 @@ class ButifarraParallelEnv(ParallelEnv):
     def __init__(self, max_cycles: int | None = None, **kwargs: Any) -> None:
         self.max_cycles = check_int("max_cycles", max_cycles, 1, none_ok=True)
         self.aec = raw_env(**kwargs)
+        self.metadata = {**type(self).metadata, "name": f"{self.aec.metadata['name']}_parallel"}
         self.render_mode = self.aec.render_mode
         self.possible_agents = list(AGENTS)
         self.agents: list[str] = []
@@ -107,7 +110,9 @@ class ButifarraParallelEnv(ParallelEnv):
     ) -> tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, Any]]:
         """One move: the mover's action from ``actions``, the no-op from every other agent."""
         if self._over:
-            raise RuntimeError("butifarra_v0 parallel: call reset() (the episode is over)")
+            raise RuntimeError(
+                f"{self.aec.metadata['name']} parallel: call reset() (the episode is over)"
+            )
         mover = self.aec.agent_selection
         chosen = self._check_actions(actions, mover)
         legal = self._mask(mover)
@@ -207,5 +212,6 @@ def legal_for(is_mover: bool, mover_mask: np.ndarray, action: int) -> bool:
 
 
 def parallel_env(**kwargs: Any) -> ButifarraParallelEnv:
-    """The Parallel view; ``max_cycles`` plus the options of ``butifarra_v0.raw_env``."""
+    """The Parallel view; ``max_cycles`` plus the options of ``raw_env`` (``obs_version``:
+    ``butifarra_v1.parallel_env`` passes 1)."""
     return ButifarraParallelEnv(**kwargs)

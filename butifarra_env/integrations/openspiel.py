@@ -18,6 +18,9 @@ Parameters: ``max_doubling_level`` (0-4, default 4), ``butifarra_base`` (1 or 2,
 variants of RULES.md: ``obligada`` and ``linear_doubling`` (bools, default False),
 ``butifarra_max_doubling_level`` (-1: the same as ``max_doubling_level``, the default; or
 0 up to ``max_doubling_level``). OpenSpiel parameters cannot be None, hence the -1s.
+``obs_version`` (0, the default, or 1) picks the observation tensor: the ``butifarra_v0``
+vector (491 values) or the ``butifarra_v1`` one (638: v0's, then the trick history and the
+variants); it is checked like the envs' (``observation.check_version``).
 """
 
 from __future__ import annotations
@@ -40,11 +43,15 @@ from butifarra_env.core.cards import (
 )
 from butifarra_env.core.game import Game
 from butifarra_env.core.observation import (
-    FIELDS,
     OBS_SIZE,
+    V1_FIELDS,
     Observer,
+    check_version,
     decode,
+    encode,
     field_slice,
+    layout,
+    make_observer,
 )
 from butifarra_env.core.options import MAX_DOUBLING_LEVEL, Options
 from butifarra_env.core.render import trump_text
@@ -53,6 +60,7 @@ from butifarra_env.core.rules import (
     N_SEATS,
     TRUMP_UNSET,
     deal,
+    random_deal,
 )
 from butifarra_env.core.sampling import deal_consistent, known_absent
 from butifarra_env.core.validate import check_int, check_reward_scale
@@ -73,6 +81,7 @@ _PARAMETERS: dict[str, Any] = {
     "obligada": False,
     "linear_doubling": False,
     "butifarra_max_doubling_level": SAME_AS_MAX,
+    "obs_version": 0,
 }
 
 _GAME_TYPE = pyspiel.GameType(
@@ -137,6 +146,8 @@ class ButifarraGame(pyspiel.Game):
                 raise ValueError(f"{e}; or -1 for the same as max_doubling_level") from None
             raise
         self.reward_scale = check_reward_scale(params["reward_scale"])
+        self.obs_version = check_version(params["obs_version"])
+        self.dealing_template = _dealing_template(self.options, self.obs_version)
         o = self.options
         worst = o.worst_hand_loss * self.reward_scale
         info = pyspiel.GameInfo(
@@ -161,7 +172,9 @@ class ButifarraGame(pyspiel.Game):
         self, iig_obs_type: Any = None, params: dict[str, Any] | None = None
     ) -> ButifarraObserver:
         return ButifarraObserver(
-            iig_obs_type or pyspiel.IIGObservationType(perfect_recall=False), params
+            iig_obs_type or pyspiel.IIGObservationType(perfect_recall=False),
+            params,
+            self.obs_version,
         )
 
 
@@ -169,11 +182,24 @@ class _Hand:
     """Everything a state holds, in one object that copies fast (OpenSpiel's ``clone()``
     deep-copies each attribute of a Python state; MCTS clones at every simulation)."""
 
-    __slots__ = ("options", "scale", "dealer", "deal", "dealt", "game", "observer", "log")
+    __slots__ = (
+        "options",
+        "scale",
+        "version",
+        "template",
+        "dealer",
+        "deal",
+        "dealt",
+        "game",
+        "observer",
+        "log",
+    )
 
-    def __init__(self, options: Options, scale: float) -> None:
+    def __init__(self, options: Options, scale: float, version: int, template: np.ndarray) -> None:
         self.options = options
         self.scale = scale
+        self.version = version  # of the observation
+        self.template = template  # the observation while dealing (shared, never written)
         self.dealer = RANDOM_DEALER if options.first_dealer is None else options.first_dealer
         self.deal: list[int] = []  # card ids in deck order, as chance dealt them
         self.dealt = 0  # the same as a bitmask
@@ -184,11 +210,12 @@ class _Hand:
     def __deepcopy__(self, memo: dict[int, Any]) -> _Hand:
         new = _Hand.__new__(_Hand)
         new.options, new.scale, new.dealer = self.options, self.scale, self.dealer
+        new.version, new.template = self.version, self.template
         new.deal, new.dealt, new.log = self.deal.copy(), self.dealt, self.log.copy()
         new.game = None if self.game is None else _copy_game(self.game)
         new.observer = None
         if self.observer is not None:
-            new.observer = Observer()
+            new.observer = make_observer(self.version)
             new.observer.canon = self.observer.canon.copy()
         return new
 
@@ -226,7 +253,7 @@ class ButifarraState(pyspiel.State):
 
     def __init__(self, game: ButifarraGame) -> None:
         super().__init__(game)
-        self._hand = _Hand(game.options, game.reward_scale)
+        self._hand = _Hand(game.options, game.reward_scale, game.obs_version, game.dealing_template)
 
     # ------------------------------------------------------------------ OpenSpiel API
     def current_player(self) -> int:
@@ -263,7 +290,7 @@ class ButifarraState(pyspiel.State):
             h.dealt |= 1 << int(action)
             if len(h.deal) == N_CARDS:
                 h.game = Game(h.options, h.dealer, deal(h.deal, h.dealer))
-                h.observer = Observer()
+                h.observer = make_observer(h.version)
                 h.observer.reset(h.game)
 
     def _action_to_string(self, player: int, action: int) -> str:
@@ -310,15 +337,17 @@ class ButifarraState(pyspiel.State):
         return self._hand.dealer
 
     def observation_vector(self, player: int) -> np.ndarray:
-        """``player``'s observation as ``butifarra_v0`` gives it (``uint8``, 491 values).
+        """``player``'s observation as ``butifarra_v0`` gives it (``uint8``, 491 values), or
+        ``butifarra_v1`` with ``obs_version=1`` (638 values).
 
         While chance is dealing it holds the cards received so far, the dealer once drawn,
-        trump unset, doubling level 0 and the options; the phase one-hot is all zeros.
+        trump unset, doubling level 0 and the options; the phase one-hot is all zeros. A v1
+        vector then has no trick history and its variant fields.
         """
         h = self._hand
         if h.observer is not None:
             return h.observer.observe(player)
-        v = _DEALING_TEMPLATE.copy()
+        v = h.template.copy()
         for c in cards_of(h.dealt_to(player)):
             v[_HAND_SLICE.start + c] = 1
         if h.dealer != RANDOM_DEALER:
@@ -383,28 +412,33 @@ _HAND_SLICE = field_slice("hand")
 _DEALER_SLICE = field_slice("dealer")
 
 
-def _dealing_template() -> np.ndarray:
-    """The observation while dealing, before any card or dealer is written in."""
-    v = np.zeros(OBS_SIZE, dtype=np.uint8)
+def _dealing_template(options: Options, version: int) -> np.ndarray:
+    """The observation while dealing, before any card or dealer is written in. Past v0's
+    values a version holds what it holds at the start of any hand under ``options`` (in v1:
+    no trick history, the variants), read from the reference encoder."""
+    v = np.zeros(layout(version).size, dtype=np.uint8)
     v[field_slice("trump").start + TRUMP_UNSET] = 1
     v[field_slice("doubling_level").start] = 1
+    if version:
+        start = Game(options, 0, random_deal(np.random.default_rng(0), 0))
+        v[OBS_SIZE:] = encode(start, 0, version)[OBS_SIZE:]
     return v
-
-
-_DEALING_TEMPLATE = _dealing_template()
 
 
 class ButifarraObserver:
     """OpenSpiel's PyObserver for this game (``make_py_observer``).
 
-    Without perfect recall (the default observation): the ``butifarra_v0`` observation as
-    ``float32``, one named piece per field of :data:`butifarra_env.core.observation.FIELDS`
-    (``hand`` is the private part, every other field is public). With perfect recall (the
-    information state): a string only, the player's cards as dealt plus the whole public
-    history; there is no information-state tensor.
+    Without perfect recall (the default observation): the ``butifarra_v0`` observation (the
+    ``butifarra_v1`` one with ``obs_version=1``) as ``float32``, one named piece per field of
+    the version's layout (``hand`` is the private part, every other field is public; the
+    v1 ``trick_led`` and ``trick_won`` are (4, 12): one row per relative seat). With perfect
+    recall (the information state): a string only, the player's cards as dealt plus the whole
+    public history; there is no information-state tensor.
     """
 
-    def __init__(self, iig_obs_type: Any, params: dict[str, Any] | None) -> None:
+    def __init__(
+        self, iig_obs_type: Any, params: dict[str, Any] | None, obs_version: int = 0
+    ) -> None:
         if params:
             raise ValueError(f"observation parameters are not supported, got {params}")
         private = iig_obs_type.private_info
@@ -417,21 +451,24 @@ class ButifarraObserver:
         if self._recall:
             self.tensor: np.ndarray | None = None
             return
+        lay = layout(obs_version)
         names = [
             (name, size)
-            for name, size, kind in FIELDS
+            for name, size, kind in lay.fields
             if (self._private if kind == "hand" else self._public)
         ]
         self._index = np.concatenate(
-            [np.arange(OBS_SIZE)[field_slice(name)] for name, _ in names] or [np.zeros(0, int)]
+            [np.arange(lay.size)[lay.field_slice(name)] for name, _ in names] or [np.zeros(0, int)]
         )
-        self._all = len(self._index) == OBS_SIZE
+        self._all = len(self._index) == lay.size
         self.tensor = np.zeros(len(self._index), np.float32)
         start = 0
         for name, size in names:
             view = self.tensor[start : start + size]
             if size % N_CARDS == 0 and size > N_CARDS:
                 view = view.reshape(size // N_CARDS, N_CARDS)  # one row per relative seat
+            elif name in _TRICK_BLOCKS:
+                view = view.reshape(N_SEATS, N_TRICKS)
             self.dict[name] = view
             start += size
 
@@ -450,6 +487,10 @@ class ButifarraObserver:
             if self._private if name == "hand" else self._public:
                 parts.append(f"{name}:{_text(name, value)}")
         return " ".join(parts)
+
+
+_TRICK_BLOCKS = {name for name, _, kind in V1_FIELDS if kind == "seat"}
+"""The v1 fields with one block of 12 tricks per relative seat."""
 
 
 def _text(name: str, value: Any) -> str:
