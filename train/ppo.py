@@ -65,7 +65,7 @@ from agents.ppo_net import (
     masked_log_probs,
     sample_masked,
 )
-from butifarra_env.core.actions import N_ACTIONS, random_legal_actions
+from butifarra_env.core.actions import N_ACTIONS, N_CARDS, random_legal_actions
 from butifarra_env.core.observation import OBS_SIZE
 from butifarra_env.envs.batched import BatchedEnv
 from butifarra_env.envs.batched_torch import TorchBatchedEnv
@@ -108,13 +108,21 @@ def make_env(num_envs: int, seed: int) -> BatchedEnv:
 
 class NumpyArrays:
     """The rollout's arrays with the numpy :class:`BatchedEnv` (``--engine numpy``, the
-    shipped recipe): buffers on the host, the networks' outputs copied back each step."""
+    shipped recipe): buffers on the host, each kind of player acts on its own rows (an index
+    array: :meth:`select`), the networks' outputs copied back each step."""
+
+    legal_cards = True
+    """Run the learner's card head on the legal cards only (``ActorCritic.inputs``)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
 
     def make_env(self, num_envs: int, seed: int) -> Any:
         return make_env(num_envs, seed)
+
+    def buffers(self, n: int, hidden_size: int, num_steps: int) -> HandBuffers:
+        """The buffers of the hands in progress at ``n`` engine slots."""
+        return HandBuffers.empty(n, hidden_size, self)
 
     def asarray(self, x: Any) -> Any:
         return np.asarray(x)
@@ -133,17 +141,38 @@ class NumpyArrays:
     def full(self, shape: tuple[int, ...], value: int, dtype: str) -> Any:
         return np.full(shape, value, np.dtype(dtype))
 
-    def nonzero(self, b: Any) -> Any:
+    def select(self, b: Any) -> Any:
+        """The rows where ``b`` holds, as :meth:`rows`, :meth:`assign` and :meth:`act` take
+        them: here their indices."""
         return np.flatnonzero(b)
 
-    def add_at(self, target: Any, idx: Any, values: Any) -> None:
-        np.add.at(target, idx, values)
+    def some(self, sel: Any) -> bool:
+        """``sel`` may hold a row (here: it does), so its player must act."""
+        return len(sel) > 0
 
-    def cat(self, parts: list[Any]) -> Any:
-        return np.concatenate(parts)
+    def rows(self, x: Any, sel: Any) -> Any:
+        """What the player of ``sel`` reads of the per-slot array ``x``: here those rows."""
+        return x[sel]
 
-    def f64(self, x: Any) -> Any:
-        return x.astype(np.float64)
+    def assign(self, target: Any, sel: Any, values: Any) -> Any:
+        """``target`` with ``values`` (computed on :meth:`rows`) at the rows of ``sel``."""
+        target[sel] = values
+        return target
+
+    def act(self, agent: Any, obs: Any, mask: Any, sel: Any) -> Any:
+        """``agent``'s actions at ``sel`` (``obs`` and ``mask``: every slot's)."""
+        return agent.act_batch(obs[sel], mask[sel])
+
+    def teach(self, teacher: Any, obs: Any, mask: Any, sel: Any, bids_only: bool) -> Any:
+        """The teacher's action at each learner decision (``obs``, ``mask``: :meth:`rows`
+        of ``sel``), or at its bids and doublings only, -1 elsewhere."""
+        if not bids_only:
+            return teacher.act_batch(obs, mask)
+        bids = bidding_rows(mask)
+        teach = np.full(len(obs), -1, np.int64)
+        if bids.any():
+            teach[bids] = teacher.act_batch(obs[bids], mask[bids])
+        return teach
 
     def hidden(self, state: Any, seat: Any) -> Any:
         return hidden_hands(np.asarray(state), seat)
@@ -151,26 +180,28 @@ class NumpyArrays:
     def random_actions(self, mask: Any, rng: np.random.Generator) -> Any:
         return random_legal_actions(mask, rng)
 
-    def teach_bids(self, teacher: Any, obs: Any, mask: Any, bids: Any) -> Any:
-        """The teacher's action at the bidding rows ``bids``, -1 elsewhere."""
-        teach = np.full(len(obs), -1, np.int64)
-        if bids.any():
-            teach[bids] = teacher.act_batch(obs[bids], mask[bids])
-        return teach
-
-    def host(self, batch: Mapping[str, Any]) -> Batch:
-        return dict(batch)
-
 
 class TorchArrays(NumpyArrays):
     """The same arrays as torch tensors with :class:`TorchBatchedEnv` on ``device``
-    (``--engine torch``): rollout, opponents, buffers, GAE and update stay there; the host
-    numpy generator still draws seatings and opponents (copied to the device, never read
-    back). What still waits for the device each step: the row indices of each kind of
-    player and of the hands that ended (``nonzero``)."""
+    (``--engine torch``): rollout, opponents, buffers, GAE and update stay there, and a
+    rollout step reads nothing back from the device. Each kind of player acts on every row
+    and :meth:`assign` keeps its rows (``torch.where``); the hands that end stay in their
+    buffers until the rollout ends (:class:`HandStore`); the hands dealt in their place draw
+    their seating and opponent from torch's generator on the device
+    (:func:`end_hands_on_device`)."""
+
+    legal_cards = False
+    """The card head on every held card: the legal ones' list is a ``nonzero`` (a host read)."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__(device)
+        self.hand_columns = torch.as_tensor(_HAND_COLUMNS, device=device)  # copied once
 
     def make_env(self, num_envs: int, seed: int) -> Any:
         return TorchBatchedEnv(num_envs, seed=seed, device=self.device, check=False)
+
+    def buffers(self, n: int, hidden_size: int, num_steps: int) -> HandBuffers:
+        return HandStore.create(n, hidden_size, num_steps, self)
 
     def asarray(self, x: Any) -> Any:
         return x
@@ -187,50 +218,63 @@ class TorchArrays(NumpyArrays):
     def full(self, shape: tuple[int, ...], value: int, dtype: str) -> Any:
         return torch.full(shape, value, dtype=getattr(torch, dtype), device=self.device)
 
-    def nonzero(self, b: Any) -> Any:
-        return torch.nonzero(b).squeeze(-1)
+    def select(self, b: Any) -> Any:
+        return b  # the mask itself: its player acts on every row
 
-    def add_at(self, target: Any, idx: Any, values: Any) -> None:
-        target.index_add_(0, idx, values.to(target.dtype))
+    def some(self, sel: Any) -> bool:
+        return True  # knowing would read the device
 
-    def cat(self, parts: list[Any]) -> Any:
-        return torch.cat(parts)
+    def rows(self, x: Any, sel: Any) -> Any:
+        return x
 
-    def f64(self, x: Any) -> Any:
-        return x.double()
+    def assign(self, target: Any, sel: Any, values: Any) -> Any:
+        return torch.where(sel, values, target)
+
+    def act(self, agent: Any, obs: Any, mask: Any, sel: Any) -> Any:
+        return agent.act_rows(obs, mask, sel)
+
+    def teach(self, teacher: Any, obs: Any, mask: Any, sel: Any, bids_only: bool) -> Any:
+        asked = sel & bidding_rows(mask) if bids_only else sel
+        return torch.where(asked, self.act(teacher, obs, mask, asked), -1)
 
     def hidden(self, state: Any, seat: Any) -> Any:
-        cols = torch.as_tensor(_HAND_COLUMNS, device=state.device)
         rel = (seat.long()[:, None] + torch.arange(1, 4, device=state.device)[None, :]) % 4
         rows = torch.arange(len(state), device=state.device)[:, None, None]
-        return state[rows, cols[rel]].reshape(len(state), HIDDEN_HANDS_SIZE)
+        return state[rows, self.hand_columns[rel]].reshape(len(state), HIDDEN_HANDS_SIZE)
 
     def random_actions(self, mask: Any, rng: np.random.Generator) -> Any:
         return torch.multinomial(mask.float(), 1).squeeze(-1)
 
-    def teach_bids(self, teacher: Any, obs: Any, mask: Any, bids: Any) -> Any:
-        return torch.where(bids, teacher.act_batch(obs, mask), -1)
-
-    def host(self, batch: Mapping[str, Any]) -> Batch:
-        return {k: v.cpu().numpy() for k, v in batch.items()}
-
 
 class DeviceRuleAgent:
     """The rule-based player on the rollout's tensors (:func:`agents.rule_torch.decide_batch_torch`,
-    the same decisions as the numpy rule-based agent)."""
+    the same decisions as the numpy rule-based agent), on every row: no host read."""
+
+    def __init__(self) -> None:
+        self._last: tuple[torch.Tensor, int, torch.Tensor, int, torch.Tensor] | None = None
 
     def reset(self, seed: int | None = None) -> None:
-        pass
+        self._last = None
 
-    def act_batch(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def act_rows(self, obs: torch.Tensor, mask: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+        """The action of every row (those outside ``sel`` are not used). Asked again about
+        the same, unchanged tensors (as the teacher, then as the opponent, in one step), it
+        answers from the first call: it is a thousand small kernels on every row."""
+        last = self._last
+        same = last is not None and last[0] is obs and last[2] is mask
+        if last is not None and same and (last[1], last[3]) == (obs._version, mask._version):
+            return last[4]
         from agents.rule_torch import decide_batch_torch
 
-        return decide_batch_torch(obs, mask)
+        actions = decide_batch_torch(obs, mask)
+        self._last = (obs, obs._version, mask, mask._version, actions)
+        return actions
 
 
 class HostAgent:
     """Any other registry agent with the torch engine: its rows are copied to the host and
-    its actions back (the one fallback; ``train`` says so in a log line)."""
+    its actions back (the one fallback, and a host read each step; ``train`` says so in a
+    log line)."""
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -238,9 +282,14 @@ class HostAgent:
     def reset(self, seed: int | None = None) -> None:
         self.agent.reset(seed=seed)
 
-    def act_batch(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        actions = self.agent.act_batch(obs.cpu().numpy(), mask.cpu().numpy())
-        return torch.as_tensor(np.asarray(actions, np.int64), device=obs.device)
+    def act_rows(self, obs: torch.Tensor, mask: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+        """The actions at ``sel`` (0 elsewhere), from the wrapped agent on those rows only."""
+        idx = torch.nonzero(sel).squeeze(-1)
+        actions = torch.zeros(len(sel), dtype=torch.int64, device=obs.device)
+        if len(idx):
+            got = self.agent.act_batch(obs[idx].cpu().numpy(), mask[idx].cpu().numpy())
+            actions[idx] = torch.as_tensor(np.asarray(got, np.int64), device=obs.device)
+        return actions
 
 
 def on_device(agent: Agent | None, role: str) -> Any:
@@ -253,6 +302,15 @@ def on_device(agent: Agent | None, role: str) -> Any:
           "rule-based agent runs on the device); its rows are copied each step",
           file=sys.stderr)  # fmt: skip
     return HostAgent(agent)
+
+
+def device_players(opponent: Agent | None, teacher: Agent | None) -> tuple[Any, Any]:
+    """The fixed opponent and the teacher for the torch engine (:func:`on_device`): one
+    rule-based player for both roles when both are rule-based, which answers a step once."""
+    dev_opponent, dev_teacher = on_device(opponent, "opponent"), on_device(teacher, "teacher")
+    if isinstance(dev_opponent, DeviceRuleAgent) and isinstance(dev_teacher, DeviceRuleAgent):
+        return dev_opponent, dev_opponent
+    return dev_opponent, dev_teacher
 
 
 # ----------------------------------------------------------------------------- network
@@ -306,13 +364,98 @@ class HandBuffers:
         """Store one decision per slot in ``slots`` (``decision``: one row per slot)."""
         pos = self.len[slots]
         for name, rows in decision.items():
-            dest = getattr(self, name)
-            dest[slots, pos] = rows if isinstance(dest, np.ndarray) else rows.to(dest.dtype)
+            getattr(self, name)[slots, pos] = rows
         self.len[slots] += 1
 
     def take(self, slots: np.ndarray) -> Batch:
         """Copies of the hands at ``slots``, every field."""
-        return {f.name: getattr(self, f.name)[slots] for f in fields(self)}
+        return {name: getattr(self, name)[slots] for name in HAND_FIELDS}
+
+    def collect(self, finished: list[Batch]) -> Batch | None:
+        """One batch of a rollout's ``finished`` hands (taken out as they ended), ``rew`` in
+        float64; None if there are none."""
+        if not finished:
+            return None
+        batch = {k: np.concatenate([h[k] for h in finished]) for k in finished[0]}
+        batch["rew"] = batch["rew"].astype(np.float64)
+        return batch
+
+
+HAND_FIELDS = tuple(f.name for f in fields(HandBuffers))
+"""The fields of a hand's buffers, as every :data:`Batch` holds them."""
+
+MIN_HAND_STEPS = N_CARDS + 1
+"""Fewest engine steps of a hand: its 48 cards and the trump choice."""
+
+
+def hands_per_slot(num_steps: int) -> int:
+    """Most hands one engine slot can end in a rollout of ``num_steps`` steps: the one in
+    progress when it starts, then one per :data:`MIN_HAND_STEPS` at most."""
+    return 1 + (num_steps - 1) // MIN_HAND_STEPS
+
+
+@dataclass
+class HandStore(HandBuffers):
+    """The torch engine's hand buffers (tensors on the device): room for every hand an
+    engine slot can play in one rollout, so that a hand that ends stays where it is and a
+    step reads nothing back. A slot's ``k``-th hand of the rollout is row ``k * N + slot``
+    (``row``); the finished ones are collected when the rollout ends (:meth:`collect`), and
+    the hands still in progress then move to rows ``0..N-1``."""
+
+    rew: Any  # (R, 4) float32 each seat's scaled reward, set where the hand ended
+    ended: Any  # (R,) bool the hand has ended
+    row: Any  # (N,) int64 the row of each slot's hand in progress
+
+    @classmethod
+    def create(cls, n: int, hidden_size: int, num_steps: int, xp: NumpyArrays) -> HandStore:
+        """Room for ``1 + hands_per_slot(num_steps)`` hands per slot, every row empty."""
+        base = HandBuffers.empty(n * (1 + hands_per_slot(num_steps)), hidden_size, xp)
+        rows = len(base.len)
+        return cls(
+            **{name: getattr(base, name) for name in HAND_FIELDS},
+            rew=xp.zeros((rows, 4), "float32"),
+            ended=xp.zeros((rows,), "bool"),
+            row=torch.arange(n, device=base.len.device),
+        )
+
+    def append(self, slots: Any, decision: Mapping[str, Any]) -> None:
+        """Store every slot's row of ``decision`` at the next position of its hand; only the
+        rows of ``slots`` (a mask: the learner's) count. The others lie beyond the hand's
+        length until its next learner decision overwrites them."""
+        row = self.row
+        pos = self.len[row]
+        for name, values in decision.items():
+            dest = getattr(self, name)
+            dest[row, pos] = values.to(dest.dtype)
+        if "teach" not in decision:  # every counted position says whether the teacher spoke
+            self.teach[row, pos] = -1
+        self.len[row] = pos + slots
+
+    def end(self, done: torch.Tensor, rewards: torch.Tensor) -> None:
+        """The hands of the slots in ``done`` ended with (scaled) ``rewards``: keep them, and
+        give those slots the next row (empty since :meth:`collect`)."""
+        row = self.row
+        self.rew[row] = torch.where(done[:, None], rewards, self.rew[row])
+        self.ended[row] = self.ended[row] | done
+        self.row = row + done * len(row)
+
+    def collect(self, finished: list[Batch]) -> Batch | None:
+        """The rollout's finished hands with learner decisions (``finished`` is empty: they
+        are all here), then the hands in progress move to rows ``0..N-1`` and the rest is
+        emptied. Reads the device once: how many hands there are."""
+        keep = torch.nonzero(self.ended & (self.len > 0)).squeeze(-1)
+        batch = None
+        if len(keep):
+            batch = {name: getattr(self, name)[keep] for name in HAND_FIELDS}
+            batch["rew"] = self.rew[keep].double()
+        n = len(self.row)
+        for name in HAND_FIELDS:
+            field_ = getattr(self, name)
+            field_[:n] = field_[self.row]
+        self.len[n:] = 0
+        self.ended.zero_()
+        self.row = torch.arange(n, device=self.row.device)
+        return batch
 
 
 @dataclass
@@ -345,12 +488,17 @@ class RolloutState:
     mask: np.ndarray  # (N, 56) its legal actions
     seat: np.ndarray  # (N,) the seat to move
     buffers: HandBuffers
-    learner_team: np.ndarray  # (N,) the learner's team in each hand (0: seats 0 and 2)
-    opponent: np.ndarray  # (N,) the :class:`Opponent` of each hand
+    learner_team: Any  # (N,) the learner's team in each hand (0: seats 0 and 2)
+    opponent: Any  # (N,) the :class:`Opponent` of each hand
     probs: np.ndarray  # per-:class:`Opponent` probabilities for the hands dealt now
     ask_teacher: bool = False  # record the teacher's action at each learner decision...
     teach_bids_only: bool = False  # ...at bids and doublings only (just the floor weighs)
     xp: NumpyArrays = field(default_factory=lambda: NumpyArrays(torch.device("cpu")))
+    may_face: np.ndarray = field(default_factory=lambda: np.ones(len(Opponent), bool))
+    """Per :class:`Opponent`: some hand may face it (drawn, or drawable, since the deal):
+    the torch engine, which cannot tell which rows hold it, runs only these players."""
+    new_hands_cdf: Any = None
+    """The torch engine's cumulative :func:`new_hand_probs` for this rollout, on the device."""
 
 
 @dataclass
@@ -386,6 +534,16 @@ def draw_opponents(
     return opp
 
 
+def new_hand_probs(probs: np.ndarray, have_snapshots: bool) -> np.ndarray:
+    """The chance of each :class:`Opponent` for a hand dealt now, as :func:`draw_opponents`
+    draws it (the snapshots' share goes to self-play until a snapshot exists)."""
+    p = np.array(probs, np.float64)
+    if not have_snapshots:
+        p[Opponent.SELF] += p[Opponent.SNAPSHOT]
+        p[Opponent.SNAPSHOT] = 0.0
+    return p
+
+
 def start_rollouts(
     cfg: Config,
     update: int,
@@ -405,35 +563,35 @@ def start_rollouts(
     obs, mask, seat = env.reset(seed=env_seed)
     if pool.fixed is not None:
         pool.fixed.reset(seed=env_seed)
-    buffers = HandBuffers.empty(n, HIDDEN_HANDS_SIZE if needs_hidden(cfg) else 0, xp)
+    buffers = xp.buffers(n, HIDDEN_HANDS_SIZE if needs_hidden(cfg) else 0, cfg.num_steps)
     learner_team = xp.put(rng.integers(0, 2, n))
     probs = cfg.opponent_probs(progress)
-    opponent = xp.put(draw_opponents(rng, n, probs, bool(pool.snapshots)))
+    drawn = draw_opponents(rng, n, probs, bool(pool.snapshots))
     return RolloutState(
         env, xp.asarray(obs), xp.asarray(mask), xp.asarray(seat), buffers, learner_team,
-        opponent, probs, xp=xp,
+        xp.put(drawn), probs, xp=xp, may_face=np.bincount(drawn, minlength=len(Opponent)) > 0,
     )  # fmt: skip
 
 
 def learner_acts(
     st: RolloutState,
-    slots: np.ndarray,
+    slots: Any,
     model: ActorCritic,
     with_hidden: bool,
     device: torch.device,
-    teacher: Agent | None = None,
+    teacher: Any = None,
     teach_bids_only: bool = False,
-) -> np.ndarray:
-    """Sample the learner's actions at ``slots`` and store the decisions in the buffers
-    (with ``teacher``'s choices, when given: at every decision, or at the bidding and
-    doubling ones only with ``teach_bids_only``)."""
+) -> Any:
+    """Sample the learner's actions at ``slots`` (:meth:`NumpyArrays.select`) and store the
+    decisions in the buffers (with ``teacher``'s choices, when given: at every decision, or
+    at the bidding and doubling ones only with ``teach_bids_only``)."""
     xp = st.xp
-    obs, mask, seat = st.obs[slots], st.mask[slots], st.seat[slots]
-    hid = xp.hidden(st.env.state()[slots], seat) if with_hidden else None
+    obs, mask, seat = xp.rows(st.obs, slots), xp.rows(st.mask, slots), xp.rows(st.seat, slots)
+    hid = xp.hidden(xp.rows(st.env.state(), slots), seat) if with_hidden else None
     o, m = torch.as_tensor(obs).to(device), torch.as_tensor(mask).to(device)
     h = None if hid is None else torch.as_tensor(hid).to(device)
     with torch.inference_mode():  # acting needs no autograd (nor the belief head)
-        inputs = model.inputs(o, m, legal_cards=True)
+        inputs = model.inputs(o, m, legal_cards=xp.legal_cards)
         logits, values, _ = model.forward_inputs(inputs, h, belief=False)
         actions, logp = sample_masked(logits, m)
     act = xp.out(actions)
@@ -441,10 +599,8 @@ def learner_acts(
     decision |= {"val": xp.out(values), "seat": seat}
     if hid is not None:
         decision["hid"] = hid
-    if teacher is not None and not teach_bids_only:
-        decision["teach"] = teacher.act_batch(obs, mask)
-    elif teacher is not None:
-        decision["teach"] = xp.teach_bids(teacher, obs, mask, bidding_rows(mask))
+    if teacher is not None:
+        decision["teach"] = xp.teach(teacher, obs, mask, slots, teach_bids_only)
     st.buffers.append(slots, decision)
     return act
 
@@ -464,29 +620,32 @@ def choose_actions(
     cfg: Config,
     rng: np.random.Generator,
     device: torch.device,
-) -> np.ndarray:
+) -> Any:
     """One action per engine slot: the learner's seats sample from the current policy (and
-    their decisions are stored), the other team plays as the hand's opponent does."""
-    xp, opp = st.xp, st.opponent
+    their decisions are stored), the other team plays as the hand's opponent does. Each
+    player acts on its rows (:meth:`NumpyArrays.select`; with the torch engine on every
+    row, of which :meth:`~TorchArrays.assign` keeps its own)."""
+    xp, opp, face = st.xp, st.opponent, st.may_face
     learner = (opp == Opponent.SELF) | ((st.seat & 1) == st.learner_team)
-    mine = xp.nonzero(learner)
-    snap = xp.nonzero(~learner & (opp == Opponent.SNAPSHOT))
-    fixed = xp.nonzero(~learner & (opp == Opponent.RULE))
-    rand = xp.nonzero(~learner & (opp == Opponent.RANDOM))
+    mine = xp.select(learner)
+    snap = xp.select(~learner & (opp == Opponent.SNAPSHOT))
+    fixed = xp.select(~learner & (opp == Opponent.RULE))
+    rand = xp.select(~learner & (opp == Opponent.RANDOM))
     actions = xp.zeros((len(opp),), "int64")
-    if len(mine):
+    if xp.some(mine):
         teacher = pool.teacher if st.ask_teacher else None
-        actions[mine] = learner_acts(
-            st, mine, model, needs_hidden(cfg), device, teacher, st.teach_bids_only
+        act = learner_acts(st, mine, model, needs_hidden(cfg), device, teacher, st.teach_bids_only)
+        actions = xp.assign(actions, mine, act)
+    if face[Opponent.SNAPSHOT] and xp.some(snap):
+        obs, mask = xp.rows(st.obs, snap), xp.rows(st.mask, snap)
+        actions = xp.assign(
+            actions, snap, xp.out(policy_samples(pool.snapshot_model, obs, mask, device))
         )
-    if len(snap):
-        samples = policy_samples(pool.snapshot_model, st.obs[snap], st.mask[snap], device)
-        actions[snap] = xp.out(samples)
-    if len(fixed):
+    if face[Opponent.RULE] and xp.some(fixed):
         assert pool.fixed is not None, "the fixed agent is drawn only when opp_rule > 0"
-        actions[fixed] = pool.fixed.act_batch(st.obs[fixed], st.mask[fixed])
-    if len(rand):
-        actions[rand] = xp.random_actions(st.mask[rand], rng)
+        actions = xp.assign(actions, fixed, xp.act(pool.fixed, st.obs, st.mask, fixed))
+    if face[Opponent.RANDOM] and xp.some(rand):
+        actions = xp.assign(actions, rand, xp.random_actions(xp.rows(st.mask, rand), rng))
     return actions
 
 
@@ -499,23 +658,84 @@ def finish_hands(
     pool: OpponentPool,
     stats: RolloutStats,
 ) -> Batch | None:
-    """Take the ended hands out of the buffers (None if the learner made no decision in
-    them), count them, and draw the seating and opponent of the hands that replace them."""
-    xp = st.xp
-    ended = xp.nonzero(done)
+    """The numpy engine's ended hands: take them out of the buffers (None if the learner
+    made no decision in them), count them, and draw the seating and opponent of the hands
+    that replace them."""
+    ended = np.flatnonzero(done)
     with_decisions = ended[st.buffers.len[ended] > 0]
     hands = None
     if len(with_decisions):
         hands = st.buffers.take(with_decisions)
         hands["rew"] = rewards[with_decisions] * cfg.reward_scale
-    xp.add_at(stats.points, st.opponent[ended], rewards[ended, st.learner_team[ended]])
-    xp.add_at(stats.hands, st.opponent[ended], xp.put(np.ones(len(ended))))
+    np.add.at(stats.points, st.opponent[ended], rewards[ended, st.learner_team[ended]])
+    np.add.at(stats.hands, st.opponent[ended], np.ones(len(ended)))
     st.buffers.len[ended] = 0
     st.buffers.teach[ended] = -1
-    st.learner_team[ended] = xp.put(rng.integers(0, 2, len(ended)))
-    drawn = draw_opponents(rng, len(ended), st.probs, bool(pool.snapshots))
-    st.opponent[ended] = xp.put(drawn)
+    st.learner_team[ended] = rng.integers(0, 2, len(ended))
+    st.opponent[ended] = draw_opponents(rng, len(ended), st.probs, bool(pool.snapshots))
     return hands
+
+
+def end_hands_on_device(
+    st: RolloutState, done: torch.Tensor, rewards: torch.Tensor, cfg: Config, stats: RolloutStats
+) -> None:
+    """:func:`finish_hands` for the torch engine, on every row and without a host read: the
+    ended hands stay in the :class:`HandStore`, their results are counted (rows that did not
+    end add 0), and each slot whose hand ended takes a seating and an opponent drawn by
+    torch's generator on the device (``new_hands_cdf``)."""
+    n, dev = len(done), done.device
+    kinds = (st.opponent[:, None] == torch.arange(len(Opponent), device=dev)) & done[:, None]
+    learner_points = rewards.gather(1, st.learner_team[:, None]).double()
+    stats.hands += kinds.sum(0)
+    stats.points += (kinds * learner_points).sum(0)
+    store = st.buffers
+    assert isinstance(store, HandStore)
+    store.end(done, rewards * cfg.reward_scale)
+    team = torch.randint(0, 2, (n,), device=dev)
+    drawn = torch.searchsorted(
+        st.new_hands_cdf, torch.rand(n, dtype=torch.float64, device=dev), right=True
+    )
+    st.learner_team = torch.where(done, team, st.learner_team)
+    st.opponent = torch.where(done, drawn, st.opponent)
+
+
+def rollout_step(
+    st: RolloutState,
+    model: ActorCritic,
+    pool: OpponentPool,
+    cfg: Config,
+    rng: np.random.Generator,
+    device: torch.device,
+    stats: RolloutStats,
+) -> Batch | None:
+    """One engine step: every seat to move acts, and the hands that end are counted and
+    replaced. Returns the numpy engine's ended hands with learner decisions (None if none);
+    the torch engine keeps them in its :class:`HandStore`, and its step reads nothing back
+    from the device (``tests/test_ppo_device.py`` holds it to that)."""
+    xp = st.xp
+    actions = choose_actions(st, model, pool, cfg, rng, device)
+    obs, mask, seat, rewards, done = st.env.step(actions)
+    st.obs, st.mask, st.seat = xp.asarray(obs), xp.asarray(mask), xp.asarray(seat)
+    done, rewards = xp.asarray(done), xp.asarray(rewards)
+    if isinstance(st.buffers, HandStore):
+        end_hands_on_device(st, done, rewards, cfg, stats)
+    elif done.any():
+        return finish_hands(st, done, rewards, cfg, rng, pool, stats)
+    return None
+
+
+def begin_rollout(st: RolloutState, pool: OpponentPool, rng: np.random.Generator) -> RolloutStats:
+    """Before a rollout's steps: the snapshot its hands face, the chances of the opponents of
+    the hands it deals, and empty per-opponent counts."""
+    xp = st.xp
+    pool.draw_snapshot(rng)
+    probs = new_hand_probs(st.probs, bool(pool.snapshots))
+    st.may_face |= probs > 0
+    cdf = np.cumsum(probs)
+    st.new_hands_cdf = xp.put(cdf / cdf[-1])  # as numpy's choice: the last is exactly 1
+    return RolloutStats(
+        xp.zeros((len(Opponent),), "float64"), xp.zeros((len(Opponent),), "float64")
+    )
 
 
 def collect_rollout(
@@ -528,28 +748,14 @@ def collect_rollout(
 ) -> tuple[Batch | None, RolloutStats]:
     """``num_steps`` engine steps; returns the learner decisions of the hands that ended
     (None if none did) and the rollout's per-opponent results."""
-    xp = st.xp
-    pool.draw_snapshot(rng)
-    stats = RolloutStats(
-        xp.zeros((len(Opponent),), "float64"), xp.zeros((len(Opponent),), "float64")
-    )
+    stats = begin_rollout(st, pool, rng)
     finished: list[Batch] = []
     model.eval()
     for _ in range(cfg.num_steps):
-        actions = choose_actions(st, model, pool, cfg, rng, device)
-        obs, mask, seat, rewards, done = st.env.step(actions)
-        st.obs, st.mask, st.seat = xp.asarray(obs), xp.asarray(mask), xp.asarray(seat)
-        done = xp.asarray(done)
-        if done.any():
-            hands = finish_hands(st, done, xp.asarray(rewards), cfg, rng, pool, stats)
-            if hands is not None:
-                finished.append(hands)
-    stats = stats.host()
-    if not finished:
-        return None, stats
-    batch = {k: xp.cat([h[k] for h in finished]) for k in finished[0]}
-    batch["rew"] = xp.f64(batch["rew"])
-    return batch, stats
+        hands = rollout_step(st, model, pool, cfg, rng, device, stats)
+        if hands is not None:
+            finished.append(hands)
+    return st.buffers.collect(finished), stats.host()
 
 
 # ----------------------------------------------------------------------------- per-seat GAE
@@ -814,7 +1020,7 @@ def train(
         teacher = make_opponent_agent(cfg.teacher, cfg.seed)
     xp = TorchArrays(device) if cfg.engine == "torch" else NumpyArrays(device)
     if cfg.engine == "torch":  # the agents read and return the rollout's tensors
-        opponent, teacher = on_device(opponent, "opponent"), on_device(teacher, "teacher")
+        opponent, teacher = device_players(opponent, teacher)
     factory = env_factory or xp.make_env
     pool = OpponentPool(model_for(cfg).to(device), opponent, teacher)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=1e-5)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,10 +100,11 @@ class Run:
 
 
 def resumed_config(cfg: Config, saved: Mapping[str, Any], arch: Mapping[str, Any]) -> Config:
-    """The run's own settings (``saved``, from its checkpoint; its network ``arch`` and
-    :data:`ADDED_LATER` fill what an older file lacks), except the
+    """The run's own settings (``saved``, from its checkpoint; its network ``arch``,
+    :data:`ADDED_LATER` and the numpy engine fill what an older file lacks), except the
     :data:`RESUME_OVERRIDES`, which come from ``cfg``."""
-    own = {**ADDED_LATER, **{k: arch[k] for k in ARCH_FIELDS if k in arch}, **saved}
+    earlier = ADDED_LATER | {"engine": "numpy"}  # before --engine: the numpy engine
+    own = {**earlier, **{k: arch[k] for k in ARCH_FIELDS if k in arch}, **saved}
     names = {f.name for f in fields(cfg)}
     own = {k: v for k, v in own.items() if k in names}
     merged = type(cfg)(**{**own, **{k: getattr(cfg, k) for k in RESUME_OVERRIDES}})
@@ -161,6 +162,8 @@ def prepare_run(cfg: Config) -> Run:
                     cfg.total_updates, cfg.total_minutes, out_dir, done.update, done.elapsed_s
                 )
             )
+    # the engine a run trains with is part of its settings (kept by a resume), never "auto"
+    cfg = replace(cfg, engine=cfg.resolved_engine)
     run_id = str(resume.get("run_id") or "") if resume is not None else ""
     run = Run(cfg, run_id or uuid.uuid4().hex, resume, path)
     own = [cfg.checkpoint_path, run.previous_path, cfg.csv_path]

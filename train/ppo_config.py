@@ -43,6 +43,17 @@ class Opponent(IntEnum):
 
 OPPONENTS = tuple(o.name.lower() for o in Opponent)
 """Opponent names in :class:`Opponent` order: self, snapshot, rule, random."""
+ENGINES = ("auto", "numpy", "torch")
+"""The values of ``Config.engine`` (:func:`resolve_engine` turns "auto" into one of the others)."""
+
+
+def resolve_engine(engine: str, device: str) -> str:
+    """The engine a run trains with: ``engine`` itself unless it is "auto", which means the
+    torch engine on a device named explicitly and the numpy engine (the shipped recipe,
+    bit-identical to the runs before the torch engine existed) when ``device`` is "auto"."""
+    if engine != "auto":
+        return engine
+    return "numpy" if device == "auto" else "torch"
 
 
 @dataclass
@@ -59,12 +70,15 @@ class Config:
     seed: int = 1
     """Seeds torch, numpy and the deals: the same seed gives the same run on CPU."""
     device: str = "auto"
-    """"auto" (CUDA when present, else CPU), "cpu" or "cuda[:i]": where the networks (and,
-    with ``--engine torch``, the engine and the whole rollout) run."""
-    engine: str = "numpy"
-    """"numpy": the numpy BatchedEnv on the host (the shipped recipe; only the networks on
-    ``device``). "torch": TorchBatchedEnv on ``device``, so that rollout, opponents, GAE and
-    update stay there (docs/accelerator.md, "PPO on the device")."""
+    """"auto" (CUDA when present, else CPU), "cpu" or "cuda[:i]": where the networks run
+    and, with the torch engine, the engine and the whole rollout. Naming a device picks the
+    torch engine (``engine`` "auto")."""
+    engine: str = "auto"
+    """"auto": the torch engine when ``device`` names one ("cpu", "cuda[:i]"), the numpy
+    engine when ``device`` is left at "auto" (the shipped recipe). "numpy": the numpy
+    BatchedEnv on the host, only the networks on ``device``. "torch": TorchBatchedEnv on
+    ``device``, so that rollout, opponents, GAE and update stay there (docs/accelerator.md,
+    "PPO on the device"). A run records the engine it resolved to; ``--resume`` keeps it."""
     torch_threads: int = 1
     """torch.set_num_threads; 0 = min(2, CPU count) (small nets gain nothing from more)."""
     deterministic: bool = True
@@ -236,6 +250,11 @@ class Config:
         return self.opp_rule > 0
 
     @property
+    def resolved_engine(self) -> str:
+        """The engine this run trains with ("numpy" or "torch"; :func:`resolve_engine`)."""
+        return resolve_engine(self.engine, self.device)
+
+    @property
     def name(self) -> str:
         return self.run_name or f"{self.exp_name}_s{self.seed}"
 
@@ -329,8 +348,11 @@ def _check_names(cfg: Config) -> None:
                 f"device {cfg.device!r} asked for but it is not available (CUDA available: "
                 f"{torch.cuda.is_available()}, {have} device(s)); use 'cpu' or 'auto'"
             )
-    if cfg.engine not in ("numpy", "torch"):
-        raise ValueError(f"engine must be 'numpy' or 'torch', got {cfg.engine!r}")
+    if cfg.engine not in ENGINES:
+        raise ValueError(
+            f"engine must be 'auto' (torch on a named --device, else numpy), 'numpy' or "
+            f"'torch', got {cfg.engine!r}"
+        )
     for name in ("exp_name", "run_name"):
         v = getattr(cfg, name)
         if v is None and name == "run_name":

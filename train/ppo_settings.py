@@ -25,7 +25,8 @@ from butifarra_env.core.options import MAX_DOUBLING_LEVEL
 from train.run_folder import RunRefused
 
 MAX_NUM_ENVS = 1 << 16
-"""Most engine slots a run may ask for (each holds ~45 KB of rollout buffers)."""
+"""Most engine slots a run may ask for (each holds ~45 KB of rollout buffers; ~140 KB on the
+torch engine at 64 steps, which also keeps finished hands on the device)."""
 
 # ----------------------------------------------------------------------------- opponent schedule
 OPP_SCHEDULE_FORM = 'stages "FROM:name=share,...;..." with names self, snapshot, rule, random'
