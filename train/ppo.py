@@ -66,7 +66,7 @@ from agents.ppo_net import (
     sample_masked,
 )
 from butifarra_env.core.actions import N_ACTIONS, N_CARDS, random_legal_actions
-from butifarra_env.core.observation import OBS_SIZE
+from butifarra_env.core.observation import OBS_SIZE, layout
 from butifarra_env.envs.batched import BatchedEnv
 from butifarra_env.envs.batched_torch import TorchBatchedEnv
 from train import ppo_checkpoint as checkpoint
@@ -101,9 +101,9 @@ EnvFactory = Callable[[int, int], Any]
 """``factory(num_envs, seed)`` -> a batched engine (tests swap in their own)."""
 
 
-def make_env(num_envs: int, seed: int) -> BatchedEnv:
+def make_env(num_envs: int, seed: int, obs_version: int = 0) -> BatchedEnv:
     """The batched engine (one hand per episode, raw rewards; we scale them ourselves)."""
-    return BatchedEnv(num_envs, seed=seed)
+    return BatchedEnv(num_envs, seed=seed, obs_version=obs_version)
 
 
 class NumpyArrays:
@@ -114,11 +114,13 @@ class NumpyArrays:
     legal_cards = True
     """Run the learner's card head on the legal cards only (``ActorCritic.inputs``)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, obs_version: int = 0) -> None:
         self.device = device
+        self.obs_version = obs_version
+        self.obs_size = layout(obs_version).size  # the learner's rows (v1: v0's, then more)
 
     def make_env(self, num_envs: int, seed: int) -> Any:
-        return make_env(num_envs, seed)
+        return make_env(num_envs, seed, self.obs_version)
 
     def buffers(self, n: int, hidden_size: int, num_steps: int) -> HandBuffers:
         """The buffers of the hands in progress at ``n`` engine slots."""
@@ -161,11 +163,12 @@ class NumpyArrays:
 
     def act(self, agent: Any, obs: Any, mask: Any, sel: Any) -> Any:
         """``agent``'s actions at ``sel`` (``obs`` and ``mask``: every slot's)."""
-        return agent.act_batch(obs[sel], mask[sel])
+        return agent.act_batch(v0_rows(obs[sel], agent), mask[sel])
 
     def teach(self, teacher: Any, obs: Any, mask: Any, sel: Any, bids_only: bool) -> Any:
         """The teacher's action at each learner decision (``obs``, ``mask``: :meth:`rows`
         of ``sel``), or at its bids and doublings only, -1 elsewhere."""
+        obs = v0_rows(obs, teacher)
         if not bids_only:
             return teacher.act_batch(obs, mask)
         bids = bidding_rows(mask)
@@ -193,12 +196,14 @@ class TorchArrays(NumpyArrays):
     legal_cards = False
     """The card head on every held card: the legal ones' list is a ``nonzero`` (a host read)."""
 
-    def __init__(self, device: torch.device) -> None:
-        super().__init__(device)
+    def __init__(self, device: torch.device, obs_version: int = 0) -> None:
+        super().__init__(device, obs_version)
         self.hand_columns = torch.as_tensor(_HAND_COLUMNS, device=device)  # copied once
 
     def make_env(self, num_envs: int, seed: int) -> Any:
-        return TorchBatchedEnv(num_envs, seed=seed, device=self.device, check=False)
+        return TorchBatchedEnv(
+            num_envs, seed=seed, device=self.device, check=False, obs_version=self.obs_version
+        )
 
     def buffers(self, n: int, hidden_size: int, num_steps: int) -> HandBuffers:
         return HandStore.create(n, hidden_size, num_steps, self)
@@ -266,7 +271,7 @@ class DeviceRuleAgent:
             return last[4]
         from agents.rule_torch import decide_batch_torch
 
-        actions = decide_batch_torch(obs, mask)
+        actions = decide_batch_torch(obs[:, :OBS_SIZE], mask)  # it reads v0
         self._last = (obs, obs._version, mask, mask._version, actions)
         return actions
 
@@ -287,9 +292,16 @@ class HostAgent:
         idx = torch.nonzero(sel).squeeze(-1)
         actions = torch.zeros(len(sel), dtype=torch.int64, device=obs.device)
         if len(idx):
-            got = self.agent.act_batch(obs[idx].cpu().numpy(), mask[idx].cpu().numpy())
+            rows = v0_rows(obs[idx].cpu().numpy(), self.agent)
+            got = self.agent.act_batch(rows, mask[idx].cpu().numpy())
             actions[idx] = torch.as_tensor(np.asarray(got, np.int64), device=obs.device)
         return actions
+
+
+def v0_rows(obs: Any, agent: Any) -> Any:
+    """The learner's observation rows as ``agent`` reads them: a fixed agent (rule, random,
+    ...) reads v0, the first 491 values of a v1 row."""
+    return obs[:, : layout(getattr(agent, "obs_version", 0)).size]
 
 
 def on_device(agent: Agent | None, role: str) -> Any:
@@ -349,7 +361,7 @@ class HandBuffers:
         xp = xp or NumpyArrays(torch.device("cpu"))
         steps = MAX_LEARNER_STEPS_PER_HAND
         return cls(
-            obs=xp.zeros((n, steps, OBS_SIZE), "uint8"),
+            obs=xp.zeros((n, steps, xp.obs_size), "uint8"),
             mask=xp.zeros((n, steps, N_ACTIONS), "int8"),
             act=xp.zeros((n, steps), "int64"),
             logp=xp.zeros((n, steps), "float32"),
@@ -1018,7 +1030,8 @@ def train(
         opponent = make_opponent_agent(cfg.opponent_agent, cfg.seed)
     if teacher is None and cfg.teacher is not None:
         teacher = make_opponent_agent(cfg.teacher, cfg.seed)
-    xp = TorchArrays(device) if cfg.engine == "torch" else NumpyArrays(device)
+    arrays = TorchArrays if cfg.engine == "torch" else NumpyArrays
+    xp = arrays(device, cfg.obs_version)
     if cfg.engine == "torch":  # the agents read and return the rollout's tensors
         opponent, teacher = device_players(opponent, teacher)
     factory = env_factory or xp.make_env

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from agents.ppo_net import MAX_HIDDEN, MAX_LAYERS
+from butifarra_env.core.observation import check_version
 from butifarra_env.core.validate import check_int, check_number
 from train import run_folder
 from train.ppo_settings import (
@@ -120,6 +121,10 @@ class Config:
     card_head: bool = True
     """Add to each card's logit the output of one small network shared by all 48 cards,
     reading that card's features and the trunk (card play learnt once for every card)."""
+    obs_version: int = 0
+    """The observation the network reads: 0 (``butifarra_v0``, the shipped recipe) or 1
+    (``butifarra_v1``: v0 plus the trick history and the variants; docs/observation_v1.md).
+    The rule-based opponent and teacher read v0 either way."""
     init_from: str | None = None
     """Start the network from an agent checkpoint instead of a fresh initialisation: a path,
     or "shipped" (the shipped PPO weights). On the command line the architecture flags
@@ -315,6 +320,7 @@ def check_config(cfg: Config) -> None:
     if cfg.total_minutes == 0 and cfg.total_updates == 0:
         raise ValueError("set total_minutes > 0 or total_updates > 0, or the run never ends")
     check_hands_can_finish(cfg.num_steps, cfg.checkpoint_every, cfg.total_updates)
+    check_version(cfg.obs_version)
     for name in ("learning_rate", "clip_coef", "reward_scale"):
         check_number(name, getattr(cfg, name), 0.0)
     for name in ("gamma", "gae_lambda", "lr_final", "teacher_until"):

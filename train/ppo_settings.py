@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from agents import Agent, make_agent
-from agents.ppo_net import Checkpoint, check_arch, check_weights, load_checkpoint
+from agents.ppo_net import ARCH_DEFAULTS, Checkpoint, check_arch, check_weights, load_checkpoint
 from agents.registry import DEFAULT_PPO_CHECKPOINT
 from butifarra_env.core.actions import N_CARDS
 from butifarra_env.core.options import MAX_DOUBLING_LEVEL
@@ -139,7 +139,7 @@ SHIPPED = "shipped"
 """``init_from`` value naming the shipped PPO weights (``make_agent("ppo")``'s checkpoint)."""
 ARCH_FIELDS = (
     "hidden", "layers", "central_value", "canonical_suits", "mask_input", "belief",
-    "card_features", "card_head",
+    "card_features", "card_head", "obs_version",
 )  # fmt: skip
 """Config fields that define the network (an ``init_from`` checkpoint's ``arch`` sets them)."""
 
@@ -158,8 +158,14 @@ def init_checkpoint(init_from: str) -> Checkpoint:
 
 def init_arch(init_from: str) -> dict[str, Any]:
     """The :data:`ARCH_FIELDS` settings of the network in ``init_from``'s checkpoint."""
-    arch = dict(check_arch(init_checkpoint(init_from)["arch"]))
-    return {k: arch[k] for k in ARCH_FIELDS}
+    return arch_settings(init_checkpoint(init_from)["arch"])
+
+
+def arch_settings(arch: object) -> dict[str, Any]:
+    """The :data:`ARCH_FIELDS` settings of a checkpoint's ``arch`` (checked; the keys a v0
+    network's arch leaves out, ``obs_version``, at their defaults)."""
+    full = {**ARCH_DEFAULTS, **check_arch(arch)}
+    return {k: full[k] for k in ARCH_FIELDS}
 
 
 def arch_flags(settings: Mapping[str, Any]) -> str:
@@ -178,7 +184,7 @@ def init_weights(init_from: str, asked: Mapping[str, Any]) -> dict[str, torch.Te
     """The weights of ``init_from``; RunRefused when the file is not a usable agent
     checkpoint or holds another network than the ``asked`` :data:`ARCH_FIELDS` settings."""
     data = init_checkpoint(init_from)
-    theirs = {k: dict(check_arch(data["arch"]))[k] for k in ARCH_FIELDS}
+    theirs = arch_settings(data["arch"])
     if theirs != {k: asked[k] for k in ARCH_FIELDS}:
         differ = ", ".join(
             f"{k}={theirs[k]!r} (asked: {asked[k]!r})" for k in ARCH_FIELDS if theirs[k] != asked[k]
@@ -191,7 +197,9 @@ def init_weights(init_from: str, asked: Mapping[str, Any]) -> dict[str, torch.Te
 
 
 # ----------------------------------------------------------------------------- resuming
-ADDED_LATER = {"card_features": False, "card_head": False, "teacher_bid_floor": 0.0}
+ADDED_LATER = {
+    "card_features": False, "card_head": False, "teacher_bid_floor": 0.0, "obs_version": 0,
+}  # fmt: skip
 """Settings a checkpoint written before they existed lacks, with the value such a run had
 (the option off): a resume must not switch them on because today's defaults do."""
 
