@@ -17,7 +17,9 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.util
+import re
 import sys
+import warnings
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +77,11 @@ def register_gymnasium_id() -> None:
     """
     import gymnasium
 
+    # Gymnasium calls an id "out of date" when a higher version is registered; v0 is not:
+    # v1 is a sibling with a longer observation, and the shipped agents read v0.
+    warnings.filterwarnings(
+        "ignore", message=rf".*{re.escape(GYM_ID)} is out of date", category=DeprecationWarning
+    )
     for gym_id, obs_version in ((GYM_ID, 0), (GYM_ID_V1, 1)):
         if gym_id not in gymnasium.registry:
             gymnasium.register(

@@ -287,3 +287,21 @@ def test_openspiel_refuses_a_bad_version() -> None:
 
     with pytest.raises(ValueError, match=r"obs_version must be one of \[0, 1\], got 2"):
         pyspiel.load_game("python_butifarra", {"obs_version": 2})
+
+
+def test_making_v0_does_not_call_it_out_of_date() -> None:
+    """Gymnasium warns that an id is out of date when a higher version is registered; v0 is
+    a sibling of v1, not a deprecated env, so the notice is silenced (the notebooks show it
+    otherwise)."""
+    import warnings
+
+    import gymnasium
+
+    import butifarra_env
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every other warning would be recorded
+        butifarra_env.register_gymnasium_id()  # installs the filter in this context
+        gymnasium.make(butifarra_env.GYM_ID).close()
+        gymnasium.make_vec(butifarra_env.GYM_ID, num_envs=2).close()
+    assert not [w for w in caught if "out of date" in str(w.message)]
