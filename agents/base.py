@@ -35,6 +35,7 @@ __all__ = [
     "UnsupportedVariant",
     "check_batch",
     "check_one",
+    "obs_version_of",
     "trained_variants",
     "variants_in_play",
 ]
@@ -178,6 +179,12 @@ class Agent(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def obs_version_of(agent: object) -> int:
+    """The observation version ``agent`` reads: its :attr:`Agent.obs_version`, 0 for a
+    policy that does not say (any ``act_batch`` callable the environments accept)."""
+    return getattr(agent, "obs_version", 0)
 
 
 def _range_tables(version: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from agents.base import Agent
+from agents.base import Agent, obs_version_of
 from butifarra_env.core.actions import N_ACTIONS, action_name, mask_from_bits, masks_from_bits
 from butifarra_env.core.errors import IllegalActionError
 from butifarra_env.core.game import Game
@@ -108,7 +108,7 @@ class Table:
                 agent = agents[index]
                 if agent is not None:
                     agent.set_options(game.options)
-                    if _version(agent) and not isinstance(self.observer, ObserverV1):
+                    if obs_version_of(agent) and not isinstance(self.observer, ObserverV1):
                         self.observer = make_observer(1)  # v1's vector starts with v0's
         self.game = game
         self.observer.reset(game)
@@ -167,7 +167,7 @@ class Table:
         agent = None if index is None else agents[index]
         if agent is None:
             raise ValueError(f"no agent to move: {self.where()} waits for a move from outside")
-        obs = self.observer.observe(seat)[: layout(_version(agent)).size]
+        obs = self.observer.observe(seat)[: layout(obs_version_of(agent)).size]
         mask = mask_from_bits(g.legal)
         entry = None
         if log_probs:
@@ -263,7 +263,8 @@ def play_tables(
             games = [t.game for t in group]
             seats = np.fromiter((g.to_move for g in games), dtype=np.intp, count=len(games))
             canon = np.stack([t.observer.canon for t in group])
-            obs = np.take_along_axis(canon, layout(_version(agent)).permutation[seats], axis=1)
+            gather = layout(obs_version_of(agent)).permutation[seats]  # the agent's version
+            obs = np.take_along_axis(canon, gather, axis=1)
             masks = masks_from_bits([g.legal for g in games])
             actions = _decide(agent, obs, masks, group)
             if log_probs:
@@ -280,11 +281,6 @@ def play_tables(
                 t.hands_done.append(t.game)
                 t.probs_done.append(t.probs)
         live = [t for t in live if not t.game.is_over or _start_next(t, next_game, agents)]
-
-
-def _version(agent: Agent) -> int:
-    """The observation version ``agent`` reads (0 for agents that do not say)."""
-    return getattr(agent, "obs_version", 0)
 
 
 def _start_next(

@@ -20,6 +20,7 @@ from agents import Agent, make_agent  # noqa: E402
 from agents.ppo_net import (  # noqa: E402
     MASK_VALUE,
     ActorCritic,
+    Checkpoint,
     build_model,
     hidden_hands,
     load_checkpoint,
@@ -351,21 +352,34 @@ def test_untrained_network_does_not_pass_the_strength_bar() -> None:
 
 
 # ----------------------------------------------------------------------------- training
+class Crash(RuntimeError):
+    """What :func:`train_crashing_at` raises from the update callback."""
+
+
+def train_crashing_at(cfg: Config, update: int) -> None:
+    """Train ``cfg`` and kill it mid-way: its callback raises :class:`Crash` at ``update``."""
+
+    def crash(metrics: dict[str, float]) -> None:
+        if metrics["update"] == update:
+            raise Crash
+
+    with pytest.raises(Crash):
+        train(cfg, on_update=crash)
+
+
+def assert_same_weights(a: Checkpoint, b: Checkpoint) -> None:
+    """Two checkpoints hold bit-identical model weights."""
+    assert a["model"].keys() == b["model"].keys()
+    for k, w in a["model"].items():
+        assert torch.equal(w, b["model"][k]), k
+
+
 def test_resume_after_crash_is_bit_exact(tmp_path: Path) -> None:
     """A run killed mid-way (an exception from its callback) and resumed ends exactly where an
     uninterrupted run ends: only the interval since the last checkpoint is redone."""
     train(tiny_config(tmp_path / "a"))
-
-    class Crash(RuntimeError):
-        pass
-
-    def crash_at_3(metrics: dict[str, float]) -> None:
-        if metrics["update"] == 3:
-            raise Crash
-
     cfg = tiny_config(tmp_path / "b")
-    with pytest.raises(Crash):
-        train(cfg, on_update=crash_at_3)
+    train_crashing_at(cfg, 3)
     newest = tmp_path / "b" / "t" / "checkpoint.pt"
     assert load_checkpoint(newest)["update"] == 2
     # a resumed run keeps its own hyper-parameters (only the budget comes from the CLI)
@@ -374,8 +388,7 @@ def test_resume_after_crash_is_bit_exact(tmp_path: Path) -> None:
     assert [m["update"] for m in seen] == [3, 4]
     full, resumed = load_checkpoint(tmp_path / "a" / "t" / "checkpoint.pt"), load_checkpoint(newest)
     assert resumed["update"] == 4 and resumed["config"]["learning_rate"] == cfg.learning_rate
-    for k, a in full["model"].items():
-        assert torch.equal(a, resumed["model"][k]), k
+    assert_same_weights(full, resumed)
     rows = (tmp_path / "b" / "t" / "metrics.csv").read_text().strip().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4"]
 

@@ -25,7 +25,7 @@ from agents.ppo_net import load_checkpoint  # noqa: E402
 from agents.random_agent import RandomAgent  # noqa: E402
 from agents.rule_based import RuleBasedAgent  # noqa: E402
 from agents.rule_batch import decide_batch  # noqa: E402
-from tests.test_ppo import tiny_config  # noqa: E402
+from tests.test_ppo import assert_same_weights, tiny_config, train_crashing_at  # noqa: E402
 from train import ppo_checkpoint  # noqa: E402
 from train.ppo import (  # noqa: E402
     Config,
@@ -132,24 +132,14 @@ def test_torch_engine_trains_and_writes_a_loadable_checkpoint(tmp_path: Path) ->
 
 def test_torch_engine_same_seed_same_weights_and_resume_is_bit_exact(tmp_path: Path) -> None:
     train(device_config(tmp_path / "a"))
-
-    class Crash(RuntimeError):
-        pass
-
-    def crash_at_3(metrics: dict[str, float]) -> None:
-        if metrics["update"] == 3:
-            raise Crash
-
     cfg = device_config(tmp_path / "b")
-    with pytest.raises(Crash):
-        train(cfg, on_update=crash_at_3)
+    train_crashing_at(cfg, 3)
     assert load_checkpoint(cfg.checkpoint_path)["update"] == 2
     train(replace(cfg, resume=True))
     full = load_checkpoint(tmp_path / "a" / "t" / "checkpoint.pt")
     resumed = load_checkpoint(cfg.checkpoint_path)
     assert resumed["update"] == 4
-    for k, a in full["model"].items():
-        assert torch.equal(a, resumed["model"][k]), k
+    assert_same_weights(full, resumed)
 
 
 def test_a_registry_opponent_falls_back_to_the_host(

@@ -55,6 +55,7 @@ except ImportError as exc:  # ``python -m train.ppo`` without torch: one line, n
     raise SystemExit(2) from None
 
 from agents import Agent
+from agents.base import obs_version_of
 from agents.ppo_net import (
     _HAND_COLUMNS,
     HIDDEN_HANDS_SIZE,
@@ -301,7 +302,7 @@ class HostAgent:
 def v0_rows(obs: Any, agent: Any) -> Any:
     """The learner's observation rows as ``agent`` reads them: a fixed agent (rule, random,
     ...) reads v0, the first 491 values of a v1 row."""
-    return obs[:, : layout(getattr(agent, "obs_version", 0)).size]
+    return obs[:, : layout(obs_version_of(agent)).size]
 
 
 def on_device(agent: Agent | None, role: str) -> Any:

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import Agent
+from agents.base import Agent, obs_version_of
 from agents.double_dummy import Solver
 from agents.evaluation.deal_sets import DEAL_SETS, Deal
 from agents.evaluation.stats import mean_ci
@@ -353,7 +353,7 @@ def table_corrections(
             game.hand_number,
             game.match_scores,
         )
-        versions = [getattr(a, "obs_version", 0) for a in agents]
+        versions = [obs_version_of(a) for a in agents]
         observer = make_observer(max(versions)) if needs_obs else None
         if observer is not None:
             observer.reset(g)
