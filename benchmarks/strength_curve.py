@@ -82,7 +82,7 @@ def read_curve(path: str | Path) -> list[dict[str, str]]:
     return rows
 
 
-def iqm_rows(seed_rows: Sequence[dict[str, str]]) -> list[dict[str, object]]:
+def iqm_rows(seed_rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     """One ``kind=iqm`` row per minute that every run holds."""
     from agents.evaluation.aggregate import aggregate_seeds
 
@@ -90,7 +90,7 @@ def iqm_rows(seed_rows: Sequence[dict[str, str]]) -> list[dict[str, object]]:
     for r in seed_rows:
         by_minute.setdefault(float(r["minutes"]), {})[r["run"]] = float(r["mean"])
     runs = {r["run"] for r in seed_rows}
-    out: list[dict[str, object]] = []
+    out: list[dict[str, str]] = []
     for minute, scores in sorted(by_minute.items()):
         if set(scores) != runs:
             continue
@@ -99,7 +99,7 @@ def iqm_rows(seed_rows: Sequence[dict[str, str]]) -> list[dict[str, object]]:
             {"kind": "iqm", "run": "", "minutes": f"{minute:g}", "model": "", "opponent": "rule",
              "deals": "", "arena_seed": "", "mean": f"{agg.iqm:.4f}",
              "ci_low": f"{agg.ci_low:.4f}", "ci_high": f"{agg.ci_high:.4f}",
-             "n_seeds": len(scores)}
+             "n_seeds": str(len(scores))}
         )  # fmt: skip
     return out
 
@@ -137,7 +137,7 @@ def plot_curve(rows: Sequence[dict[str, str]], png: str | Path | None = None, ax
     return ax
 
 
-def _csv_text(rows: Sequence[dict[str, object]]) -> str:
+def _csv_text(rows: Sequence[dict[str, str]]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, FIELDS, lineterminator="\n")
     w.writeheader()
@@ -165,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_can_create(args.out)
     plan = [(run, m, p) for run in args.runs for m, p in run_models(run)]
     old = read_curve(args.out) if args.out.exists() else []
-    rows: list[dict[str, object]] = [dict(r) for r in old if r["kind"] == "seed"]
-    done = {(str(r["model"]), int(str(r["deals"])), int(str(r["arena_seed"]))) for r in rows}
+    rows = [r for r in old if r["kind"] == "seed"]
+    done = {(r["model"], int(r["deals"]), int(r["arena_seed"])) for r in rows}
     for run, minutes, path in plan:
         last = path.name == "checkpoint.pt"
         n = args.final_deals if last else args.deals
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         res = duel(f"ppo:{path}", "rule", n, seed=args.seed, workers=args.workers)
         rows.append(
             {"kind": "seed", "run": str(run), "minutes": f"{minutes:g}", "model": str(path),
-             "opponent": "rule", "deals": n, "arena_seed": args.seed,
+             "opponent": "rule", "deals": str(n), "arena_seed": str(args.seed),
              "mean": f"{res.mean:.4f}", "ci_low": f"{res.ci_low:.4f}",
              "ci_high": f"{res.ci_high:.4f}", "n_seeds": ""}
         )  # fmt: skip
@@ -186,22 +186,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         # after every model, so that an interruption keeps what was measured
-        atomic_write_text(args.out, _csv_text(rows + iqm_rows(_as_str(rows))))
-    final = rows + iqm_rows(_as_str(rows))
-    atomic_write_text(args.out, _csv_text(final))
-    for r in iqm_rows(_as_str(rows)):
+        atomic_write_text(args.out, _csv_text(rows))
+    summary = iqm_rows(rows)
+    atomic_write_text(args.out, _csv_text(rows + summary))
+    for r in summary:
         print(
-            f"IQM over {r['n_seeds']} seeds at {float(str(r['minutes'])):g} min: "
-            f"{float(str(r['mean'])):+.2f} "
-            f"[{float(str(r['ci_low'])):+.2f}, {float(str(r['ci_high'])):+.2f}]"
+            f"IQM over {r['n_seeds']} seeds at {r['minutes']} min: {float(r['mean']):+.2f} "
+            f"[{float(r['ci_low']):+.2f}, {float(r['ci_high']):+.2f}]"
         )
     if args.plot:
-        plot_curve(_as_str(final), args.plot)
+        plot_curve(rows + summary, args.plot)
     return 0
-
-
-def _as_str(rows: Sequence[dict[str, object]]) -> list[dict[str, str]]:
-    return [{k: str(v) for k, v in r.items()} for r in rows]
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from types import ModuleType
 
 import numpy as np
 
-from butifarra_env.core.validate import check_seed
+from butifarra_env.core.validate import check_int, check_seed
 
 __all__ = ["SeedAggregate", "aggregate_seeds", "iqm"]
 
@@ -86,8 +86,7 @@ def aggregate_seeds(
     x = _scores(scores)
     if not (isinstance(level, float | int) and not isinstance(level, bool) and 0 < level < 1):
         raise ValueError(f"level must be a number strictly between 0 and 1, got {level!r}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
-        raise ValueError(f"n_resamples must be an integer >= 100, got {n_resamples!r}")
+    n_resamples = check_int("n_resamples", n_resamples, 100)
     rng = np.random.default_rng(check_seed(seed))
     stats = _stats()
     centre = float(stats.trim_mean(x, TRIM))
