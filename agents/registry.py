@@ -1,7 +1,7 @@
 """Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
 
 A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
-``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``). A PPO spec may end in
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"``). A PPO spec may end in
 ``allow_variants`` (``"ppo:allow_variants"``, ``"ppo:ckpt.pt,allow_variants"``,
 ``"ppo-r1:allow_variants"``): the policy then plays the regional variants it was not
 trained under instead of refusing them (:meth:`agents.base.Agent.set_options`). Each name
@@ -23,6 +23,7 @@ __all__ = [
     "AGENT_FACTORIES",
     "DEFAULT_PPO_CHECKPOINT",
     "R1_PPO_CHECKPOINT",
+    "R5_PPO_CHECKPOINT",
     "AgentFactory",
     "agent_names",
     "make_agent",
@@ -35,6 +36,9 @@ R1_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r1.pt")
 """The first shipped PPO policy (release 1), the spec ``"ppo-r1"``: the evaluation panel's
 ``ppo`` and the search agent's default bidder, so that the figures measured with them stay
 reproducible after a stronger policy became ``"ppo"``."""
+R5_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r5.pt")
+"""Release 5 of the shipped PPO policy (``"ppo"`` until release 6), the spec ``"ppo-r5"``:
+kept so that the figures measured with it can be reproduced and compared with."""
 
 AgentFactory = Callable[[str | None, int | None], Agent]
 """``factory(argument, seed)``: ``argument`` is the text after ``:`` in the spec (or None)."""
@@ -112,11 +116,17 @@ def _make_ppo(argument: str | None, seed: int | None) -> Agent:
     return agent
 
 
-def _make_ppo_r1(argument: str | None, seed: int | None) -> Agent:
-    if argument is not None and argument.strip() == ALLOW_VARIANTS:
-        return _make_ppo(f"{R1_PPO_CHECKPOINT},{ALLOW_VARIANTS}", seed)
-    _no_argument("ppo-r1", argument)
-    return _make_ppo(str(R1_PPO_CHECKPOINT), seed)
+def _release(name: str, checkpoint: Path) -> AgentFactory:
+    """The factory of a kept release's spec (``"ppo-r1"``): its checkpoint, no path
+    argument, ``allow_variants`` as for ``"ppo"``."""
+
+    def make(argument: str | None, seed: int | None) -> Agent:
+        if argument is not None and argument.strip() == ALLOW_VARIANTS:
+            return _make_ppo(f"{checkpoint},{ALLOW_VARIANTS}", seed)
+        _no_argument(name, argument)
+        return _make_ppo(str(checkpoint), seed)
+
+    return make
 
 
 def _no_argument(name: str, argument: str | None) -> None:
@@ -149,7 +159,8 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "random": _make_random,
     "rule": _make_rule,
     "ppo": _make_ppo,
-    "ppo-r1": _make_ppo_r1,
+    "ppo-r1": _release("ppo-r1", R1_PPO_CHECKPOINT),
+    "ppo-r5": _release("ppo-r5", R5_PPO_CHECKPOINT),
     "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""

@@ -237,6 +237,7 @@ def play_tables(
     agents: Sequence[Agent],
     next_game: Callable[[T], Game | None],
     log_probs: bool = False,
+    until: Callable[[Game], bool] | None = None,
 ) -> None:
     """Play every table to the end in lockstep, batching decisions per agent.
 
@@ -245,7 +246,9 @@ def play_tables(
     ``next_game(table)`` gives a table its next hand (None: the table is done); finished
     hands go to :attr:`Table.hands_done`, their probabilities to :attr:`Table.probs_done`.
     With ``log_probs`` each decision's probabilities are kept
-    (:meth:`~agents.base.Agent.action_probs_batch`). Every seat must have an agent.
+    (:meth:`~agents.base.Agent.action_probs_batch`). ``until(game)`` ends a hand early: the
+    hand goes to :attr:`Table.hands_done` unfinished as soon as it is true (e.g. when the
+    card play starts: the importance sampler's bidding pass). Every seat must have an agent.
     """
     for t in tables:
         if None in t.seat_agent:
@@ -276,11 +279,16 @@ def play_tables(
                     _check_legal(agent, t, a)
                 g.step(a)
                 t.observer.update(g, seat, a)
+        still = []
         for t in live:
-            if t.game.is_over:
+            if t.game.is_over or (until is not None and until(t.game)):
                 t.hands_done.append(t.game)
                 t.probs_done.append(t.probs)
-        live = [t for t in live if not t.game.is_over or _start_next(t, next_game, agents)]
+                if _start_next(t, next_game, agents):
+                    still.append(t)
+            else:
+                still.append(t)
+        live = still
 
 
 def _start_next(

@@ -64,8 +64,9 @@ def run_models(run: Path) -> list[tuple[float, Path]]:
         data = torch.load(final, map_location="cpu", weights_only=True)
         budget = float(data.get("config", {}).get("total_minutes", 0.0) or 0.0)
         elapsed = float(data.get("elapsed_s", 0.0)) / 60.0
-        # a run with a time budget ends just past it: its end is the budget's point
-        found.append((budget if budget > 0 else round(elapsed, 2), final))
+        # a run that spent its time budget ends just past it: its end is the budget's point;
+        # one stopped earlier (Ctrl-C, an update budget) is labelled with the time it ran
+        found.append((budget if 0 < budget <= elapsed else round(elapsed, 2), final))
     if not found:
         raise ValueError(f"{run} holds no model_at_*min.pt nor checkpoint.pt")
     return sorted(found)

@@ -158,6 +158,14 @@ def add_arena_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--target", type=int_in(1, MAX_TARGET), default=101, help="match target (101)")
     p.add_argument(
+        "--importance",
+        type=int_in(2, MAX_DEALS),
+        default=None,
+        metavar="K",
+        help="two agents: the importance-sampled estimate (is1, docs/evaluation.md): bid all "
+        "-n deals (the pool), play only K of them drawn by their multipliers",
+    )
+    p.add_argument(
         "--out",
         metavar="PREFIX",
         help="write PREFIX.json and PREFIX.csv (per hand for two agents, ratings for a round "
@@ -197,6 +205,10 @@ def run_arena(args: argparse.Namespace) -> int:
         raise CLIError("the arena needs at least two agents, e.g. 'butifarra arena rule random'")
     if args.matches and len(args.agents) != 2:
         raise CLIError("--matches is for two agents")
+    if args.importance is not None and len(args.agents) != 2:
+        raise CLIError("--importance is for two agents")
+    if args.importance is not None and args.matches:
+        raise CLIError("--importance plays single deals: give --importance or --matches, not both")
     # every check before any work, and those that may create a folder (--records) last
     outputs = out_paths(args.out) if args.out is not None else ()
     for path in outputs:
@@ -219,7 +231,18 @@ def run_arena(args: argparse.Namespace) -> int:
     workers = args.workers or ((os.cpu_count() or 1) if args.deals >= 1000 else 1)
     progress = not args.no_progress
     try:
-        if len(agents) == 2:
+        if args.importance is not None:
+            from agents.evaluation.importance import importance_duel
+
+            (na, a), (nb, b) = agents.items()
+            ires = importance_duel(
+                a, b, args.deals, args.importance, args.seed, workers=workers,
+                progress=progress, names=(na, nb), records_path=args.records,
+            )  # fmt: skip
+            print(ires.summary())
+            files = [(outputs[0], json.dumps(ires.to_dict(), indent=2) + "\n")] if outputs else []
+            files += [(outputs[1], hands_csv(ires.played))] if outputs else []
+        elif len(agents) == 2:
             (na, a), (nb, b) = agents.items()
             res = duel(
                 a,

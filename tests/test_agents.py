@@ -182,7 +182,7 @@ def test_registry_builds_agents_and_lists_names_on_error() -> None:
     assert isinstance(make_agent("rule"), RuleBasedAgent)
     assert {"random", "rule", "ppo"} <= set(agent_names())
     with pytest.raises(
-        ValueError, match="unknown agent 'nope'; allowed: ppo, ppo-r1, random, rule"
+        ValueError, match="unknown agent 'nope'; allowed: ppo, ppo-r1, ppo-r5, random, rule"
     ):
         make_agent("nope")
     with pytest.raises(ValueError, match="takes no argument"):
@@ -551,6 +551,8 @@ def test_rule_agent_plays_whole_hands_legally() -> None:
 
 R1_SHA256 = "4b8016b4594e8ce4f51479a14d55e12e67adccef880b684d45057fa3f9b2001b"
 """The first shipped PPO policy (release 1), as committed before a stronger one replaced it."""
+R5_SHA256 = "932c44bf09a6305c2c5bc4c97dd42379a10cefbdc7bf954db5998e60c9d44d33"
+"""Release 5, as shipped as ``ppo`` before release 6."""
 
 
 def test_ppo_r1_stays_the_panel_and_search_bidder() -> None:
@@ -571,3 +573,17 @@ def test_ppo_r1_stays_the_panel_and_search_bidder() -> None:
     assert PANEL["ppo"] == "ppo-r1" and PANEL_SEARCH.endswith("bidding=ppo-r1")
     search = make_agent("search", seed=0)
     assert search.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
+
+
+def test_ppo_r5_is_release_5_byte_for_byte() -> None:
+    import hashlib
+
+    need("torch")
+    from agents import R5_PPO_CHECKPOINT
+
+    assert hashlib.sha256(R5_PPO_CHECKPOINT.read_bytes()).hexdigest() == R5_SHA256
+    r5 = make_agent("ppo-r5", seed=0)
+    assert r5.checkpoint_path == str(R5_PPO_CHECKPOINT)  # type: ignore[attr-defined]
+    assert make_agent("ppo-r5:allow_variants").supported_variants  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="'ppo-r5' takes no argument"):
+        make_agent("ppo-r5:other.pt")

@@ -107,3 +107,16 @@ def test_curve_evaluates_each_model_once_and_keeps_its_rows(
     assert played == []  # nothing measured twice
     again = [r for r in strength_curve.read_curve(out) if r["kind"] == "seed"]
     assert {(r["model"], r["mean"]) for r in again} == first
+
+
+def test_the_end_of_a_run_is_labelled_with_the_time_it_ran(tmp_path: Path) -> None:
+    """A run that spent its time budget ends at the budget's point; one stopped before it
+    (here by an update budget, as by Ctrl-C) at the minutes it ran, not at the budget."""
+    from benchmarks import strength_curve
+
+    spent = tiny_config(tmp_path, run_name="spent", total_minutes=1.2, total_updates=0)
+    stopped = tiny_config(tmp_path, run_name="stopped", total_minutes=60.0, total_updates=3)
+    for cfg in (spent, stopped):
+        train(cfg, clock=Clock(30.0))
+    assert strength_curve.run_models(tmp_path / "spent")[-1][0] == 1.2
+    assert strength_curve.run_models(tmp_path / "stopped")[-1][0] == 1.5

@@ -52,7 +52,7 @@ from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_TRICKS, cards_of
 from butifarra_env.core.fileio import atomic_write_text
 from butifarra_env.core.game import Game
 from butifarra_env.core.options import Options
-from butifarra_env.core.rules import Match, draw_dealer, random_deal
+from butifarra_env.core.rules import PHASE_PLAY, Match, draw_dealer, random_deal
 from butifarra_env.core.validate import check_deal, check_int, is_int
 from butifarra_env.records import append_records, check_record_file
 
@@ -141,6 +141,12 @@ def _chunk_seed(seed: int, kind: int, chunk: int, who: int) -> np.random.SeedSeq
     return np.random.SeedSequence([seed, kind, chunk, who])
 
 
+def arena_deal(seed: int, index: int, deal_fn: DealFn = uniform_deal) -> Deal:
+    """Deal ``index`` of an arena run with this seed and ``deal_fn`` (when no fixed deals
+    are given): it comes from its own generator, so any deal can be made alone."""
+    return deal_fn(np.random.default_rng(_chunk_seed(seed, 0, index, 0)))
+
+
 LogNames = tuple[str, str] | None
 """The two sides' names when the chunk logs game records (None: no records)."""
 
@@ -174,11 +180,14 @@ def _play_deal_chunk(
     log_names: LogNames = None,
     fixed: Sequence[Deal] | None = None,
     cv_offset: float | None = None,
+    bidding_only: bool = False,
 ) -> tuple[np.ndarray, list[dict[str, Any]], ChunkCV]:
     """Play deals [chunk*CHUNK_DEALS, ...) twice each; one row per hand (HAND_FIELDS), and
     the hands' game records when ``log_names`` are given. ``fixed``: this chunk's deals, in
     order (instead of ``deal_fn``). ``cv_offset``: compute the variance-reduction data, with
-    the value function's offset for A's team (None: do not)."""
+    the value function's offset for A's team (None: do not). ``bidding_only``: stop each hand
+    when the card play starts (its row then has the final trump, doubling and multiplier,
+    and no points or scores)."""
     for i, agent in enumerate(agents):
         agent.reset(int(_chunk_seed(seed, 0, chunk, 1 + i).generate_state(1)[0]))
     first = chunk * CHUNK_DEALS
@@ -186,7 +195,7 @@ def _play_deal_chunk(
     if fixed is not None:
         deals = {d: fixed[d - first] for d in indices}
     else:
-        deals = {d: deal_fn(np.random.default_rng(_chunk_seed(seed, 0, d, 0))) for d in indices}
+        deals = {d: arena_deal(seed, d, deal_fn) for d in indices}
     tables = [_Table(_seatings(swapped), (d, swapped)) for d in deals for swapped in (0, 1)]
 
     def next_game(t: _Table) -> Game | None:
@@ -195,7 +204,8 @@ def _play_deal_chunk(
         dealer, hands = deals[t.key[0]]
         return Game(options, dealer, list(hands))
 
-    play_tables(tables, agents, next_game, log_probs=log_names is not None)
+    until = (lambda g: g.phase == PHASE_PLAY) if bidding_only else None
+    play_tables(tables, agents, next_game, log_probs=log_names is not None, until=until)
     rows = [_hand_row(t.key[0], t.key[1], t.hands_done[0]) for t in tables]
     records = [] if log_names is None else _hand_records(tables, log_names, seed)
     cv: ChunkCV = None
@@ -751,6 +761,43 @@ def duel(
     )
 
 
+def bid_multipliers(
+    agent_a: AgentLike,
+    agent_b: AgentLike,
+    deals: Sequence[Deal],
+    seed: int = 0,
+    workers: int = 1,
+    progress: bool = False,
+    options: Options | None = None,
+) -> np.ndarray:
+    """Each deal's two plays as in :func:`duel` with these fixed deals and this seed, up to
+    the start of the card play only: per deal, the multiplier the bidding and the doubling
+    chain reached in the unswapped and the swapped play (an ``(n, 2)`` int array). For
+    agents that bid deterministically these are the multipliers :func:`duel` plays at; the
+    bidding costs a few decisions of the fifty-odd a hand takes."""
+    if not isinstance(deals, (list, tuple)) or not deals:
+        raise ValueError(
+            f"deals must be a non-empty list of (dealer, four hand bitmasks), got {deals!r:.80}"
+        )
+    n, seed, workers, progress, options = _check_play_args(
+        len(deals), seed, workers, progress, uniform_deal, options, None
+    )
+    fixed = _check_deals(deals, n, 0, uniform_deal) or []
+    agents = [resolve_agent(agent_a, seed, "agent_a"), resolve_agent(agent_b, seed, "agent_b")]
+    n_chunks = math.ceil(n / CHUNK_DEALS)
+    jobs = [
+        (seed, c, n, uniform_deal, options, None, fixed[c * CHUNK_DEALS : (c + 1) * CHUNK_DEALS],
+         None, True)
+        for c in range(n_chunks)
+    ]  # fmt: skip
+    units = [min(CHUNK_DEALS, n - c * CHUNK_DEALS) for c in range(n_chunks)]
+    parts = _map_chunks(
+        _play_deal_chunk, _worker_deals, agents, jobs, units, workers, progress, "bidding"
+    )
+    rows = np.concatenate([rows for rows, _, _ in parts], axis=0)
+    return rows[:, HAND_FIELDS.index("multiplier")].reshape(n, 2).astype(np.int64)
+
+
 def _append(path: Path, records: list[dict[str, Any]]) -> None:
     """Append a chunk's records, then drop them from memory (the file holds them now)."""
     append_records(path, records)
@@ -918,6 +965,8 @@ __all__ = [
     "DuelResult",
     "MatchStats",
     "RoundRobinResult",
+    "arena_deal",
+    "bid_multipliers",
     "duel",
     "format_table",
     "hands_csv",
