@@ -153,6 +153,8 @@ def test_importance_duel_is_reproducible_and_agrees_with_the_plain_mean(pool: li
         ({"pool": 10, "deals": load_deal_set("dev")[:5]}, r"pool must be at most len\(deals\) = 5"),
         ({"seed": -1}, "seed must be"),
         ({"workers": 0}, "workers must be"),
+        ({"names": ("a",)}, "names must be two non-empty strings"),
+        ({"records_path": ""}, "records_path"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_hand(kwargs: dict, match: str) -> None:

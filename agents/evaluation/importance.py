@@ -47,6 +47,8 @@ from agents.evaluation.arena import (
     AgentLike,
     DealFn,
     DuelResult,
+    _check_names,
+    _records_file,
     arena_deal,
     bid_multipliers,
     duel,
@@ -233,6 +235,9 @@ def importance_duel(
             raise ValueError("give deals or deal_fn, not both")
     elif not callable(deal_fn):
         raise ValueError(f"deal_fn must be a function rng -> (dealer, hands), got {deal_fn!r}")
+    _check_names(names)
+    if records_path is not None:  # checked (and its folder made) before the pass, as duel does
+        _records_file(records_path)
     a = resolve_agent(agent_a, seed, "agent_a")
     b = resolve_agent(agent_b, seed, "agent_b")
     pool_deals = list(deals[:pool]) if deals is not None else [
