@@ -212,7 +212,10 @@ def test_cli_round_robin(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["arena", "rule", "nobody"], "unknown agent 'nobody'; allowed: ppo, ppo-r1, ppo-r5, random, rule"),
+        (
+            ["arena", "rule", "nobody"],
+            "unknown agent 'nobody'; allowed: ppo, ppo-r1, ppo-r5, random, rule",
+        ),
         (["arena", "rule", "ppo:/no/such/ckpt.pt"], "PPO checkpoint not found"),
         (["arena", "rule"], "at least two agents"),
         (["arena", "rule", "random", "random", "--matches", "2"], "--matches is for two"),
