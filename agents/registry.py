@@ -146,8 +146,8 @@ def _make_search(argument: str | None, seed: int | None) -> Agent:
     fallback = None
     if spec == "auto":
         try:
-            bidding = make_agent("ppo-r1", seed)
-            fallback = make_agent("rule", seed)  # bids the variants ppo-r1 cannot play
+            bidding = make_agent("ppo", seed)  # the shipped policy (ppo-r1 until release 6)
+            fallback = make_agent("rule", seed)  # bids the variants ppo cannot play
         except ValueError:  # no torch or no checkpoint: the rule-based player bids
             bidding = make_agent("rule", seed)
     else:  # SearchConfig refused bidding=search... already

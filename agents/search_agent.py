@@ -9,9 +9,10 @@ card itself. The card with the best mean wins. Because the score difference of a
 ``(my team's points - 36) x multiplier`` either way, maximising expected points is
 maximising expected score.
 
-Bidding (trump choice, delegation, doubling) is left to another agent (release 1 of the
-shipped PPO policy, ``ppo-r1``, when torch is installed, else the rule-based player):
-:attr:`SearchConfig.bidding`.
+Bidding (trump choice, delegation, doubling) is left to another agent (the shipped PPO
+policy, ``ppo``, when torch is installed, else the rule-based player):
+:attr:`SearchConfig.bidding`. Until release 6 of that policy the default bidder was release
+1 (``ppo-r1``), which the figures measured before then used (``bidding=ppo-r1`` repeats them).
 
 Variants (RULES.md): told the game's options (:meth:`SearchAgent.set_options`), the search
 simulates obligada play in its rollouts, the solver and the sampler (a seat that followed
@@ -111,8 +112,9 @@ class SearchConfig:
     """Solve exactly once this many tricks (or fewer) are left; roll out before that. 0 to
     :data:`ENDGAME_MAX`."""
     bidding: str = "auto"
-    """Agent spec for trump choice and doubling: "auto" (``ppo-r1``, the PPO policy every
-    published search figure was measured with, if torch is there; else ``rule``)."""
+    """Agent spec for trump choice and doubling: "auto" (``ppo``, the shipped PPO policy, if
+    torch is there; else ``rule``). It bids better than ``ppo-r1``, the default until release
+    6 and the bidder of every search figure measured before it (``bidding=ppo-r1``)."""
     infer: int | None = None
     """Bidding inference: draw ``infer`` x ``samples`` deals and keep ``samples`` of them,
     favouring the deals under which the bidding agent's policy would have chosen trump (and

@@ -54,11 +54,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS: dict[str, list[str]] = {
     "r1": [
-        "--no-anneal-lr", "--no-belief", "--teacher", "None", "--opp-self", "0.15",
-        "--opp-snapshot", "0.05", "--opp-rule", "0.7", "--opp-random", "0.1",
+        "--hidden", "256", "--no-anneal-lr", "--no-belief", "--teacher", "None",
+        "--opp-self", "0.15", "--opp-snapshot", "0.05", "--opp-rule", "0.7", "--opp-random", "0.1",
     ],
     "now, teacher on": ["--teacher-until", "1.0"],
     "now, teacher off": ["--teacher-until", "0"],
+    "release 5's width": ["--hidden", "256", "--teacher-until", "1.0"],
 }  # fmt: skip
 """Configuration name -> train.ppo flags on top of today's defaults."""
 DEVICES: dict[str, list[str]] = {

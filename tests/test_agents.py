@@ -555,10 +555,11 @@ R5_SHA256 = "932c44bf09a6305c2c5bc4c97dd42379a10cefbdc7bf954db5998e60c9d44d33"
 """Release 5, as shipped as ``ppo`` before release 6."""
 
 
-def test_ppo_r1_stays_the_panel_and_search_bidder() -> None:
+def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     """Figures measured with the first shipped policy stay reproducible: ``ppo-r1`` is that
-    file, byte for byte, and the evaluation panel and the search agent's default bidder use
-    it, whatever ``ppo`` is now."""
+    file, byte for byte, and the evaluation panel and its search member's bidder use it,
+    whatever ``ppo`` is now; the search agent's default bidder is the shipped ``ppo``
+    (release 6 on), and ``bidding=ppo-r1`` gives the bidder of the earlier search figures."""
     import hashlib
 
     need("torch")
@@ -571,8 +572,12 @@ def test_ppo_r1_stays_the_panel_and_search_bidder() -> None:
     with pytest.raises(ValueError, match="'ppo-r1' takes no argument"):
         make_agent("ppo-r1:other.pt")
     assert PANEL["ppo"] == "ppo-r1" and PANEL_SEARCH.endswith("bidding=ppo-r1")
+    from agents import DEFAULT_PPO_CHECKPOINT
+
     search = make_agent("search", seed=0)
-    assert search.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
+    assert search.bidding.checkpoint_path == str(DEFAULT_PPO_CHECKPOINT)  # type: ignore[attr-defined]
+    earlier = make_agent("search:bidding=ppo-r1", seed=0)
+    assert earlier.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
 
 
 def test_ppo_r5_is_release_5_byte_for_byte() -> None:

@@ -57,12 +57,13 @@ EXPECTED = {
         ],
     ),
     "02_train_ppo.ipynb": (
-        2,
+        3,  # the live learning curve, the duels, the strength-against-compute curve
         [
             "changed from the defaults",
             "metrics.csv:",
             "architecture:",
             "shipped checkpoint vs rule",
+            "60 min: IQM",  # the curve's table, from docs/strength_curve_r6.csv
         ],
     ),
     "03_benchmark_strategies.ipynb": (

@@ -100,7 +100,7 @@ class Config:
     num_steps: int = 64
     """Engine steps (decisions of any seat) per environment per rollout; num_steps x
     checkpoint_every must reach 58, the longest hand (the engine deals afresh at checkpoints)."""
-    hidden: int = 256
+    hidden: int = 128
     """Width of the MLP trunk."""
     layers: int = 2
     """Hidden layers in the MLP trunk."""
