@@ -66,7 +66,7 @@ SLOW = {
     "tests/test_env_formats.py::test_sb3_contrib_maskable_ppo_finds_the_masks_and_learns_through_env_kwargs",
     # strength and long arena runs
     "tests/test_ppo.py::test_shipped_checkpoint_clearly_beats_random",
-    "tests/test_agents.py::test_ppo_r1_stays_the_panel_and_search_bidder",
+    "tests/test_agents.py::test_ppo_r1_stays_the_panel_and_its_search_bidder",
     "tests/test_arena.py::test_results_depend_on_the_seed_not_on_the_worker_count",
     "tests/test_arena.py::test_match_results_do_not_depend_on_the_worker_count",
     "tests/test_eval.py::test_results_do_not_depend_on_the_number_of_workers",
