@@ -38,7 +38,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -253,8 +253,9 @@ def importance_duel(
         deals=[pool_deals[i] for i in drawn], records_path=records_path,
     )  # fmt: skip
     done = time.perf_counter()
-    est = estimate(played.pair_means, scale[drawn], float(scale.mean()), pool)
-    est = ImportanceEstimate(
-        **{**est.__dict__, "pass_seconds": passed - started, "play_seconds": done - passed}
+    est = replace(
+        estimate(played.pair_means, scale[drawn], float(scale.mean()), pool),
+        pass_seconds=passed - started,
+        play_seconds=done - passed,
     )
     return ImportanceResult(played.name_a, played.name_b, seed, est, multipliers, drawn, played)
