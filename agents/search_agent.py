@@ -373,9 +373,7 @@ def choose_card(
     (RULES.md, Variants), in the deals sampled and in the play simulated on them.
     """
     start = clock()
-    trick = [
-        ((view.leader + k) & 3, view.trick[(view.leader + k) & 3]) for k in range(view.n_trick)
-    ]
+    trick = table_trick(view)
     # What the current trick proves: a seat that let an opponent's card stand holds nothing
     # that beats it (nor, under obligada, a weaker card of the suit than the one it played);
     # earlier tricks are not in the observation, their voids are.
@@ -385,7 +383,6 @@ def choose_card(
     groups = card_groups(legal, in_play)
     candidates = [g[0] for g in groups]
     totals = dict.fromkeys(candidates, 0)
-    tricks_left = view.sizes[0]  # my cards = tricks still to finish, the current one included
     infer = DEFAULT_INFER if config.infer is None else config.infer
     drawn = [0]
     limit = config.budget * 0.9
@@ -401,19 +398,11 @@ def choose_card(
     done = 0
     for dealt in deals:
         hands = [view.hand, dealt[1], dealt[2], dealt[3]]
-        solver = Solver(view.trump, obligada)
-        if tricks_left <= config.endgame:
-            values = solver.best_moves(hands, 0, trick)
-        else:
-            values = {}
-            for k, c in enumerate(candidates):
-                if k and done and spent():
-                    break  # out of time within a sample: drop it
-                values[c] = _rollout_value(
-                    hands, trick, c, view.trump, config.endgame, solver, obligada
-                )
-            if len(values) < len(candidates):
-                break
+        values = deal_values(
+            hands, trick, candidates, view.trump, config.endgame, obligada, spent if done else None
+        )
+        if values is None:
+            break  # out of time within a sample: drop it
         for c in candidates:
             totals[c] += values[c]
         done += 1
@@ -424,6 +413,53 @@ def choose_card(
         stats.drawn = drawn[0]
     best = max(candidates, key=lambda c: (totals[c], -POINTS[c], -c))
     return min(next(g for g in groups if g[0] == best))  # the lowest of an equivalent group
+
+
+def table_trick(view: View) -> list[tuple[int, int]]:
+    """The current trick as (relative seat, card) in the order the cards were played."""
+    return [((view.leader + k) & 3, view.trick[(view.leader + k) & 3]) for k in range(view.n_trick)]
+
+
+def deal_values(
+    hands: Sequence[int],
+    trick: Sequence[tuple[int, int]],
+    candidates: Sequence[int],
+    trump: int,
+    endgame: int,
+    obligada: bool = False,
+    stop: Callable[[], bool] | None = None,
+) -> dict[int, int] | None:
+    """My team's points from now after each of ``candidates`` on one full deal (relative
+    seats, 0 me, to move; ``trick``: (seat, card) so far): the exact double-dummy value once
+    ``endgame`` tricks or fewer are left (every legal card), else a greedy full-information
+    rollout to the endgame, then the exact value. ``stop`` (optional) is asked before every
+    candidate but the first; when it says so, None (the deal is dropped)."""
+    solver = Solver(trump, obligada)
+    if hands[0].bit_count() <= endgame:  # my cards = tricks still to finish, this one included
+        return solver.best_moves(hands, 0, trick)
+    values = {}
+    for k, c in enumerate(candidates):
+        if k and stop is not None and stop():
+            return None
+        values[c] = _rollout_value(list(hands), list(trick), c, trump, endgame, solver, obligada)
+    return values
+
+
+def best_cards_on_deal(
+    view: View, legal: int, hidden: Sequence[int], endgame: int, obligada: bool = False
+) -> int:
+    """The legal cards (a bitmask) with the highest :func:`deal_values` when the hidden hands
+    are ``hidden`` (next, partner, previous seat): what the search would play if the deal it
+    sampled were this one. Cards of an interchangeable group (:func:`card_groups`) share its
+    value. On the real deal of a position this is one draw of the search's per-deal vote from
+    the exact posterior, the target of search distillation (``train.ppo --distill-coef``)."""
+    trick = table_trick(view)
+    groups = card_groups(legal, view.unseen | view.hand | sum(1 << c for _, c in trick))
+    hands = [view.hand, *hidden]
+    values = deal_values(hands, trick, [g[0] for g in groups], view.trump, endgame, obligada)
+    assert values is not None  # no stop: every candidate is scored
+    top = max(values[g[0]] for g in groups)
+    return sum(1 << c for g in groups if values[g[0]] == top for c in g)
 
 
 def _draw_deals(

@@ -129,6 +129,7 @@ HOOKS: list[tuple[str, str, Label]] = [
     ("torch", "Tensor.backward", "update: backward"),
     ("torch.nn.utils", "clip_grad_norm_", "update: gradient clipping"),
     ("torch.optim", "Adam.step", "update: optimizer step"),
+    ("train.ppo", "label_positions", "distillation: search labels (rollouts, double-dummy)"),
     ("train.ppo", "OpponentPool.add_snapshot", "logging: snapshots, metrics.csv, milestones"),
     ("train.ppo_metrics", "MetricsLog.write", "logging: snapshots, metrics.csv, milestones"),
     ("train.ppo_checkpoint", "save_milestones", "logging: snapshots, metrics.csv, milestones"),
@@ -158,9 +159,16 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def profile(
-    timers: Timers, phase: str, updates: int, seed: int, evaluate: bool, tmp: str
+    timers: Timers,
+    phase: str,
+    updates: int,
+    seed: int,
+    evaluate: bool,
+    tmp: str,
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Seconds per update by label (exclusive), over the updates after the first one."""
+    """Seconds per update by label (exclusive), over the updates after the first one
+    (``settings``: Config fields that differ from the shipped recipe)."""
     from agents import Agent
     from train.ppo import Config, train
     from train.ppo_settings import make_opponent_agent
@@ -171,7 +179,7 @@ def profile(
         seed=seed, total_updates=total, total_minutes=0.0, torch_threads=1,
         teacher_until=PHASES[phase], eval_every=total if evaluate else 0,
         tensorboard=False, progress=False, milestone_minutes=(), run_dir=tmp,
-        run_name=f"profile_{phase}",
+        run_name=f"profile_{phase}", **(settings or {}),
     )  # fmt: skip
     agents: dict[str, Agent] = {}
     for role, spec, label in (
@@ -203,7 +211,9 @@ def profile(
     return per_update
 
 
-ORDER = ("rollout", "opponent", "teacher", "engine", "update", "logging", "checkpoint")
+ORDER = (
+    "rollout", "opponent", "teacher", "engine", "distillation", "update", "logging", "checkpoint",
+)  # fmt: skip
 
 
 Profile = dict[str, dict[str, float]]
@@ -252,6 +262,11 @@ def main() -> int:
         "--clock", choices=tuple(CLOCKS), default="wall",
         help="wall time, or CPU time of this process (steadier when other work shares the CPU)",
     )  # fmt: skip
+    p.add_argument(
+        "--distill-coef", type=float, default=0.0,
+        help="profile search distillation at this weight (train.ppo --distill-coef; 0: off)",
+    )  # fmt: skip
+    p.add_argument("--distill-labels", type=int, default=128, help="with --distill-coef")
     p.add_argument("--rev", help="profile this git revision (e.g. HEAD) instead of this tree")
     p.add_argument("--tree", help=argparse.SUPPRESS)  # the tree to import (set by --rev)
     p.add_argument("--label", help=argparse.SUPPRESS)  # its name in the output
@@ -264,11 +279,16 @@ def main() -> int:
     phases = list(PHASES) if args.phase == "both" else [args.phase]
     timers = Timers(CLOCKS[args.clock])
     missing = install(timers)
+    settings = {}
+    if args.distill_coef:
+        settings = {"distill_coef": args.distill_coef, "distill_labels": args.distill_labels}
     results: Profile = {}
     with tempfile.TemporaryDirectory() as tmp:
         for phase in phases:
             timers.reset()
-            results[phase] = profile(timers, phase, args.updates, args.seed, not args.no_eval, tmp)
+            results[phase] = profile(
+                timers, phase, args.updates, args.seed, not args.no_eval, tmp, settings
+            )
     import torch
 
     from train.ppo import Config

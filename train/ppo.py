@@ -66,8 +66,16 @@ from agents.ppo_net import (
     masked_log_probs,
     sample_masked,
 )
-from butifarra_env.core.actions import N_ACTIONS, N_CARDS, random_legal_actions
-from butifarra_env.core.observation import OBS_SIZE, layout
+from agents.search_agent import best_cards_on_deal
+from butifarra_env.core.actions import (
+    N_ACTIONS,
+    N_CARDS,
+    bits_from_mask,
+    masks_from_bits,
+    random_legal_actions,
+)
+from butifarra_env.core.observation import OBS_SIZE, layout, read_view
+from butifarra_env.core.observation import field as obs_field
 from butifarra_env.envs.batched import BatchedEnv
 from butifarra_env.envs.batched_torch import TorchBatchedEnv
 from train import ppo_checkpoint as checkpoint
@@ -856,14 +864,16 @@ def per_seat_gae_torch(
 LOSS_STATS = {
     "pg": "loss_policy", "v": "loss_value", "ent": "entropy", "kl": "approx_kl",
     "clip": "clipfrac", "belief": "loss_belief", "teacher": "loss_teacher",
+    "distill": "loss_distill",
 }  # fmt: skip
 """Per-minibatch diagnostics (policy and value losses, entropy, approximate KL, clip
-fraction, belief and imitation losses) and their metrics columns."""
+fraction, belief, imitation and distillation losses) and their metrics columns."""
 
 
 def needs_hidden(cfg: Config) -> bool:
-    """The decisions must carry the hidden hands (for the central critic or the belief loss)."""
-    return cfg.central_value or cfg.belief
+    """The decisions must carry the hidden hands (for the central critic, the belief loss or
+    the search labels, which score the real deal)."""
+    return cfg.central_value or cfg.belief or cfg.distill_coef > 0
 
 
 def flat_batch(batch: Batch, cfg: Config, device: torch.device) -> dict[str, torch.Tensor]:
@@ -904,9 +914,12 @@ def ppo_loss(
     j: torch.Tensor,
     cfg: Config,
     teacher_weight: float = 0.0,
+    distill: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped PPO loss on the rows ``j`` of the flat batch ``b`` (``inputs``: what the
-    network reads of it), plus the auxiliary belief and imitation losses, and diagnostics."""
+    network reads of it), plus the auxiliary belief, imitation and distillation losses
+    (``distill``: observations, masks and best cards drawn from :class:`SearchLabels`), and
+    diagnostics."""
     mask = b["mask"][j]
     logits, value, belief_loss = model.forward_inputs(
         inputs.rows(j), b["hid"][j] if "hid" in b else None
@@ -942,7 +955,14 @@ def ppo_loss(
         )
         imitation = ce.mean()
         loss = loss + (weight * ce).mean()
-    parts = (pg_loss, v_loss, entropy, approx_kl, clipfrac, belief_loss, imitation)
+    distilled = torch.tensor(math.nan)  # logged as nan: no labels yet, or distillation off
+    if distill is not None:
+        d_obs, d_mask, d_best = distill
+        d_logp = masked_log_probs(model.logits(d_obs, d_mask).float(), d_mask)
+        # minus the log of the policy's mass on the best cards (any of them will do)
+        distilled = -torch.logsumexp(d_logp.masked_fill(~d_best, -math.inf), -1).mean()
+        loss = loss + cfg.distill_coef * distilled
+    parts = (pg_loss, v_loss, entropy, approx_kl, clipfrac, belief_loss, imitation, distilled)
     return loss, dict(zip(LOSS_STATS, parts, strict=True))
 
 
@@ -953,9 +973,11 @@ def ppo_update(
     cfg: Config,
     progress: float,
     device: torch.device,
+    labels: SearchLabels | None = None,
 ) -> dict[str, float]:
     """Clipped PPO epochs over minibatches of one rollout's finished hands; ``progress``
-    (0 to 1) is the share of the budget spent, for the step-size schedule."""
+    (0 to 1) is the share of the budget spent, for the step-size schedule. With ``labels``
+    (search distillation), each minibatch also draws ``cfg.distill_batch`` of them."""
     b = flat_batch(batch, cfg, device)
     with torch.no_grad():  # no parameter goes into them: once per batch, not per minibatch
         inputs = model.inputs(b["obs"], b["mask"], legal_cards=True)
@@ -972,8 +994,9 @@ def ppo_update(
         perm = torch.randperm(size, device=device)
         for start in range(0, size, mb):
             j = perm[start : start + mb]
+            distill = None if labels is None else labels.draw(cfg.distill_batch, device)
             with torch.autocast(device.type, torch.bfloat16, enabled=cfg.update_bf16):
-                loss, parts = ppo_loss(model, b, inputs, j, cfg, teacher_weight)
+                loss, parts = ppo_loss(model, b, inputs, j, cfg, teacher_weight, distill)
             optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -997,6 +1020,111 @@ def update_metrics(
     row = {column: float(np.mean(stats[k])) for k, column in LOSS_STATS.items()}
     row["explained_variance"], row["batch_transitions"] = explained, float(len(returns))
     return row | {"learning_rate": float(optimizer.param_groups[0]["lr"])}
+
+
+# ----------------------------------------------------------------------------- search distillation
+@dataclass
+class SearchLabels:
+    """Search distillation (``--distill-coef``): the last ``capacity`` labelled learner
+    positions, a ring. ``best`` marks the cards that the search agent's scoring of one deal
+    rates best on the position's real deal (:func:`label_positions`). The real deal is an
+    exact draw from what the mover cannot see, so the loss, minus the log of the policy's
+    mass on those cards, is least for the policy that plays each card as often as it is
+    best over the deals the position can hide: the search's vote over sampled deals, with
+    the posterior as its sampler. Held in the full checkpoint (a resumed run replays
+    exactly)."""
+
+    obs: torch.Tensor  # (C, W) uint8 observations
+    mask: torch.Tensor  # (C, 56) int8 legal-action masks
+    best: torch.Tensor  # (C, 56) bool the best cards on the real deal
+    size: int = 0
+    next: int = 0
+
+    @classmethod
+    def empty(cls, capacity: int, obs_size: int) -> SearchLabels:
+        return cls(
+            torch.zeros((capacity, obs_size), dtype=torch.uint8),
+            torch.zeros((capacity, N_ACTIONS), dtype=torch.int8),
+            torch.zeros((capacity, N_ACTIONS), dtype=torch.bool),
+        )
+
+    def add(self, obs: np.ndarray, mask: np.ndarray, best: np.ndarray) -> None:
+        """Append rows, overwriting the oldest once full (of more rows than there is room
+        for, the last ones)."""
+        capacity = len(self.best)
+        obs, mask, best = obs[-capacity:], mask[-capacity:], best[-capacity:]
+        at = torch.as_tensor((self.next + np.arange(len(best))) % capacity)
+        self.obs[at] = torch.as_tensor(obs)
+        self.mask[at] = torch.as_tensor(mask)
+        self.best[at] = torch.as_tensor(best)
+        self.next = (self.next + len(best)) % capacity
+        self.size = min(capacity, self.size + len(best))
+
+    def draw(
+        self, n: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """``n`` rows drawn uniformly with replacement (torch's generator), on ``device``;
+        None while empty."""
+        if not self.size:
+            return None
+        j = torch.randint(self.size, (n,))
+        return self.obs[j].to(device), self.mask[j].to(device), self.best[j].to(device)
+
+    def state(self) -> dict[str, Any]:
+        """For the full checkpoint: the filled rows and where the next one goes."""
+        return {
+            "obs": self.obs[: self.size].clone(),
+            "mask": self.mask[: self.size].clone(),
+            "best": self.best[: self.size].clone(),
+            "next": self.next,
+        }
+
+    @classmethod
+    def restored(cls, state: Mapping[str, Any], capacity: int, obs_size: int) -> SearchLabels:
+        """The labels of :meth:`state` (ValueError when they do not fit ``capacity`` and
+        ``obs_size``)."""
+        labels = cls.empty(capacity, obs_size)
+        size = len(state["best"])
+        if (
+            size > capacity
+            or not 0 <= int(state["next"]) < capacity
+            or (tuple(state["obs"].shape[1:]) != (obs_size,))
+        ):
+            raise ValueError("the search labels do not fit distill_buffer and the observation")
+        labels.obs[:size], labels.mask[:size] = state["obs"], state["mask"]
+        labels.best[:size] = state["best"]
+        labels.size, labels.next = size, int(state["next"])
+        return labels
+
+
+def label_positions(
+    batch: Batch, cfg: Config, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Up to ``cfg.distill_labels`` of the batch's learner card decisions with a choice of
+    cards and at most ``cfg.distill_max_tricks`` tricks left (the current one included),
+    drawn at random, with the search's best cards on each one's real deal
+    (:func:`agents.search_agent.best_cards_on_deal`, from the hidden hands the decisions
+    carry): observations, masks and (rows, 56) bool best cards."""
+    host = {
+        k: batch[k].cpu().numpy() if isinstance(batch[k], torch.Tensor) else batch[k]
+        for k in ("obs", "mask", "hid", "len")
+    }
+    valid = np.arange(host["obs"].shape[1])[None, :] < host["len"][:, None]
+    obs, mask, hid = host["obs"][valid], host["mask"][valid], host["hid"][valid]
+    choice = (mask[:, :N_CARDS] != 0).sum(1) >= 2
+    late = obs_field(obs, "hand").sum(1, dtype=np.int64) <= cfg.distill_max_tricks  # cards = tricks
+    rows = np.flatnonzero(choice & late)
+    if len(rows) > cfg.distill_labels:
+        rows = np.sort(rng.choice(rows, cfg.distill_labels, replace=False))
+    best: list[int] = []
+    for r in rows:
+        hidden = [bits_from_mask(hid[r, N_CARDS * s : N_CARDS * (s + 1)]) for s in range(3)]
+        legal = bits_from_mask(mask[r])
+        best.append(best_cards_on_deal(read_view(obs[r]), legal, hidden, cfg.distill_endgame))
+    best_cards = np.zeros((len(rows), N_ACTIONS), dtype=bool)
+    if best:
+        best_cards[:] = masks_from_bits(best) != 0
+    return obs[rows], mask[rows], best_cards
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -1039,10 +1167,20 @@ def train(
     pool = OpponentPool(model_for(cfg).to(device), opponent, teacher)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=1e-5)
     at, metrics, pool.snapshots = checkpoint.restore(run, model, optimizer, rng)
+    labels = None
+    if cfg.distill_coef > 0:
+        labels = SearchLabels.empty(cfg.distill_buffer, xp.obs_size)
+        if run.resume is not None and "labels" in run.resume:
+            try:
+                labels = SearchLabels.restored(run.resume["labels"], *labels.obs.shape)
+            except (KeyError, TypeError, RuntimeError, ValueError) as exc:
+                path = str(run.resumed_from)
+                raise RunRefused(f"checkpoint {path!r} cannot be restored: {exc}") from exc
     checkpoint.setup_run_folder(run)  # every check passed: from here on the folder is ours
 
     def save() -> None:
-        checkpoint.save(run, model, optimizer, pool.snapshots, rng, at, metrics)
+        extra = {} if labels is None else {"labels": labels.state()}
+        checkpoint.save(run, model, optimizer, pool.snapshots, rng, at, metrics, extra)
 
     log = MetricsLog(cfg, at.update)
     saved_update, rollouts = at.update, None
@@ -1061,8 +1199,12 @@ def train(
                     pool.add_snapshot(model, cfg.snapshot_pool)
                 batch, stats = collect_rollout(rollouts, model, pool, cfg, rng, device)
                 metrics = {}
+                if batch is not None and labels is not None:
+                    started = clock()  # the search's time counts in the budget like the rest
+                    labels.add(*label_positions(batch, cfg, rng))
+                    metrics["distill_seconds"] = clock() - started
                 if batch is not None:
-                    metrics = ppo_update(model, optimizer, batch, cfg, progress, device)
+                    metrics |= ppo_update(model, optimizer, batch, cfg, progress, device, labels)
                 steps = cfg.num_envs * cfg.num_steps
                 at.update += 1
                 at.global_step += steps

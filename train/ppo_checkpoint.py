@@ -230,14 +230,16 @@ def save(
     rng: np.random.Generator,
     at: Counters,
     metrics: Mapping[str, float],
+    extra: Mapping[str, Any] | None = None,
 ) -> None:
     """The full checkpoint (everything a bit-exact resume needs; the one it replaces becomes
-    checkpoint.prev.pt) and, with ``export_path``, the agent checkpoint (the model)."""
+    checkpoint.prev.pt; ``extra``: more of the trainer's state, such as the search labels)
+    and, with ``export_path``, the agent checkpoint (the model)."""
     cfg = run.cfg
     info = asdict(at) | {"metrics": {k: float(v) for k, v in metrics.items()}}
     info |= {"run_id": run.run_id}
     rng_states = {"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state}
-    training = {"optimizer": optimizer.state_dict(), "snapshots": snapshots}
+    training = {"optimizer": optimizer.state_dict(), "snapshots": snapshots, **(extra or {})}
     full = model_payload(model, asdict(cfg), info | training | {"rng": rng_states})
     kept = run_folder.save_rotating(
         full, cfg.checkpoint_path, run.previous_path, run.newest_unreadable

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from agents.ppo_net import MAX_HIDDEN, MAX_LAYERS
+from agents.search_agent import ENDGAME_MAX
 from butifarra_env.core.observation import check_version
 from butifarra_env.core.validate import check_int, check_number
 from train import run_folder
@@ -41,6 +42,16 @@ class Opponent(IntEnum):
     RANDOM = 3
     """The uniformly random agent."""
 
+
+MAX_DISTILL_LABELS = 4096
+"""The most ``distill_labels`` per update: about 1 ms each (0.6 ms median with
+``distill_endgame`` 3), so 4096 is seconds per update, far past any useful share."""
+MAX_DISTILL_BUFFER = 262_144
+"""The most ``distill_buffer`` rows: about 600 bytes each, 160 MB at the most, held in memory
+and in every checkpoint."""
+MAX_DISTILL_BATCH = 4096
+"""The most ``distill_batch`` rows per minibatch (a minibatch of the shipped recipe is about
+1,800 decisions)."""
 
 OPPONENTS = tuple(o.name.lower() for o in Opponent)
 """Opponent names in :class:`Opponent` order: self, snapshot, rule, random."""
@@ -188,6 +199,26 @@ class Config:
     """Least imitation weight on bidding and doubling decisions (no card to play), kept for
     the whole run: these are rare and high-variance, so PPO alone drifts from the teacher's
     calibrated bids after the schedule ends. 0 = they follow the schedule like the rest."""
+    distill_coef: float = 0.0
+    """Search distillation: weight of an extra loss, minus the log of the policy's
+    probability of the cards that the search agent's scoring of one deal rates best, on the
+    real deal of a learner position (``agents.search_agent.best_cards_on_deal``: a greedy
+    full-information rollout, then the exact double-dummy endgame; the real deal is an exact
+    draw from what the mover cannot see). 0 = off (the shipped recipe; measured in
+    docs/ppo_ablation.md). The labelling time counts in the budget."""
+    distill_labels: int = 64
+    """With distill_coef: learner card decisions (with a choice of cards) labelled per update."""
+    distill_max_tricks: int = 12
+    """With distill_coef: label only positions with at most this many tricks left (the
+    current one included): 12 = every card decision; ``distill_endgame`` or less = exact
+    double-dummy labels only."""
+    distill_endgame: int = 3
+    """With distill_coef: tricks left from which the labels are exact double-dummy values
+    (the search agent's ``endgame``, 0 to 5); before that a greedy rollout leads there."""
+    distill_buffer: int = 8192
+    """With distill_coef: the most recent labelled positions kept for the loss."""
+    distill_batch: int = 128
+    """With distill_coef: labelled positions drawn for each minibatch of the update."""
     opponent_agent: str = "rule"
     """Registry spec of the fixed agent of the ``opp_rule`` share ("rule", "random", "ppo",
     "ppo:PATH", "search:..."), on both opponent seats; also evaluated against when it is
@@ -335,6 +366,12 @@ def check_config(cfg: Config) -> None:
         check_number(name, getattr(cfg, name), 0.0, lo_inclusive=True)
     if cfg.target_kl is not None:
         check_number("target_kl", cfg.target_kl, 0.0)
+    check_number("distill_coef", cfg.distill_coef, 0.0, lo_inclusive=True)
+    check_int("distill_labels", cfg.distill_labels, 1, MAX_DISTILL_LABELS)
+    check_int("distill_max_tricks", cfg.distill_max_tricks, 1, 12)
+    check_int("distill_endgame", cfg.distill_endgame, 0, ENDGAME_MAX)
+    check_int("distill_buffer", cfg.distill_buffer, 1, MAX_DISTILL_BUFFER)
+    check_int("distill_batch", cfg.distill_batch, 1, MAX_DISTILL_BATCH)
     if cfg.opp_schedule is not None:
         cfg.opponent_probs()  # parses the schedule: ValueError naming the bad stage
     elif cfg.opponent_probs().sum() <= 0:
