@@ -57,6 +57,7 @@ SLOW = {
     "tests/test_web_server_limits.py::test_idle_connections_are_timed_out_while_a_normal_client_is_served",
     "tests/test_ppo.py::test_smoke_training_subprocess",
     "tests/test_ppo.py::test_cli_help_lists_flags",
+    "tests/test_ppo_distill.py::test_distillation_makes_the_learner_play_the_search_best_cards",
     "tests/test_arena.py::test_console_script_exit_status_without_traceback",
     # in-process training
     "tests/test_ppo_device.py::test_torch_engine_trains_and_writes_a_loadable_checkpoint",

@@ -163,12 +163,18 @@ def test_label_ring_keeps_the_newest_and_round_trips() -> None:
 
 # ----------------------------------------------------------------------------- training
 def agreement_with_labels(path: Path, obs: np.ndarray, mask: np.ndarray, best: list[int]) -> float:
-    """How often the greedy policy of a checkpoint plays one of the labelled cards."""
+    """How often the greedy policy of a checkpoint plays one of the labelled cards, over the
+    positions where the labels rule some legal card out (elsewhere every policy agrees)."""
     model = model_from_checkpoint(load_checkpoint(path), path)
     tm = torch.from_numpy(mask)
     with torch.no_grad():
         greedy = masked_logits(model.logits(torch.from_numpy(obs), tm), tm).argmax(-1).numpy()
-    return float(np.mean([(b >> int(a)) & 1 for a, b in zip(greedy, best, strict=True)]))
+    hits = [
+        (b >> int(a)) & 1
+        for a, b, m in zip(greedy, best, mask, strict=True)
+        if b != bits_from_mask(m)
+    ]
+    return float(np.mean(hits))
 
 
 def test_distillation_makes_the_learner_play_the_search_best_cards(tmp_path: Path) -> None:
@@ -191,7 +197,8 @@ def test_distillation_makes_the_learner_play_the_search_best_cards(tmp_path: Pat
         agreement_with_labels(tmp_path / name / "checkpoint.pt", obs, mask, best)
         for name in ("t", "alone")
     )
-    assert with_labels > without + 0.02, (with_labels, without)  # 0.675 vs 0.638 measured
+    # measured 0.485 vs 0.427 over the positions where the labels rule a card out
+    assert with_labels > without + 0.03, (with_labels, without)
     assert losses[-1] < losses[0], losses
     assert all(math.isnan(v) for v in alone)  # off: no labels, no loss
 
