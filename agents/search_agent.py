@@ -45,6 +45,7 @@ import numpy as np
 
 from agents.base import Agent, UnsupportedVariant, check_batch
 from agents.double_dummy import Solver
+from agents.search_rollouts import CHEAP, CHEAP_WINNER, LOAD, RICH, rollout_values
 from butifarra_env.core.actions import DELEGATE, TRUMP_BASE, bits_from_mask, mask_from_bits
 from butifarra_env.core.cards import BELOW, N_CARDS, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
 from butifarra_env.core.game import Game
@@ -251,6 +252,8 @@ class SearchAgent(Agent):
         self.rng = np.random.default_rng(seed)
         self.clock = clock
         self.stats = SearchStats()
+        self._bids: dict[tuple[object, ...], list[tuple[int, int, np.ndarray, np.ndarray]]] = {}
+        """:class:`BiddingPrior`'s cache of rebuilt bidding decisions."""
 
     def reset(self, seed: int | None = None) -> None:
         self.rng = np.random.default_rng(seed)
@@ -305,7 +308,7 @@ class SearchAgent(Agent):
             return legal.bit_length() - 1
         prior = None
         if self.bidding is not None and (self.config.infer or 0) > 1:
-            prior = BiddingPrior(self.bidding, observation, view, self.options).weights
+            prior = BiddingPrior(self.bidding, observation, view, self.options, self._bids).weights
         self.stats = SearchStats()
         return choose_card(
             view,
@@ -319,10 +322,68 @@ class SearchAgent(Agent):
         )
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        """:meth:`act` row by row, the same actions, with the rollouts of every searched
+        row scored together (:func:`agents.search_rollouts.rollout_values`).
+
+        Rollouts use no random numbers, so each row's deals are drawn first, in row order
+        exactly as :meth:`act` draws them, and the rollouts of all rows follow in one batch.
+        With a time ``budget`` (whose clock is read between rollouts) the rows are searched
+        one by one by :meth:`act`. :attr:`stats` describes the last searched row; its
+        ``seconds`` are the batch's search time shared equally by the searched rows."""
         obs, masks = check_batch(observations, action_masks)
-        return np.fromiter(
-            (self.act(obs[i], masks[i]) for i in range(len(obs))), dtype=np.int64, count=len(obs)
+        if self.config.budget:
+            return np.fromiter(
+                (self.act(obs[i], masks[i]) for i in range(len(obs))),
+                dtype=np.int64,
+                count=len(obs),
+            )
+        start = self.clock()
+        out = np.zeros(len(obs), dtype=np.int64)
+        rows: list[_Searched] = []
+        infer = DEFAULT_INFER if self.config.infer is None else self.config.infer
+        for i in range(len(obs)):
+            legal = bits_from_mask(masks[i])
+            view = View(pack_bits(obs[i]))
+            if not legal or view.phase != PHASE_PLAY or not legal & (legal - 1):
+                out[i] = self.act(obs[i], masks[i])  # bidding, one legal card, or the error
+                continue
+            hidden, trick, groups = _setup(view, legal, self.obligada)
+            prior = None
+            if self.bidding is not None and (self.config.infer or 0) > 1:
+                prior = BiddingPrior(self.bidding, obs[i], view, self.options, self._bids).weights
+            drawn = [0]
+            deals = _draw_deals(hidden, self.config.samples, infer, self.rng, prior, drawn)
+            rows.append(_Searched(i, view, trick, groups, deals, drawn[0]))
+        if not rows:
+            return out
+        endgame = self.config.endgame
+        rolled = [r for r in rows if r.view.hand.bit_count() > endgame]
+        values = _batch_values(rolled, endgame, self.obligada) if rolled else []
+        for r, v in zip(rolled, values, strict=True):
+            out[r.index] = _best(
+                r.groups, dict(zip(r.candidates, v.sum(axis=0).tolist(), strict=True))
+            )
+        for r in rows:
+            if r.view.hand.bit_count() > endgame:
+                continue
+            totals = dict.fromkeys(r.candidates, 0)
+            for dealt in r.deals:
+                hands = [r.view.hand, dealt[1], dealt[2], dealt[3]]
+                exact = deal_values(
+                    hands, r.trick, r.candidates, r.view.trump, endgame, self.obligada
+                )
+                assert exact is not None  # no stop: every candidate is scored
+                for c in r.candidates:
+                    totals[c] += exact[c]
+            out[r.index] = _best(r.groups, totals)
+        last = rows[-1]
+        self.stats = SearchStats(
+            samples=len(last.deals),
+            seconds=(self.clock() - start) / len(rows),
+            candidates=len(last.candidates),
+            drawn=last.drawn,
         )
+        return out
 
 
 # --------------------------------------------------------------------------- card play
@@ -373,14 +434,7 @@ def choose_card(
     (RULES.md, Variants), in the deals sampled and in the play simulated on them.
     """
     start = clock()
-    trick = table_trick(view)
-    # What the current trick proves: a seat that let an opponent's card stand holds nothing
-    # that beats it (nor, under obligada, a weaker card of the suit than the one it played);
-    # earlier tricks are not in the observation, their voids are.
-    absent = known_absent([(0, TRUMP_BASE + view.trump), *trick], obligada)
-    hidden = HiddenDeal(view.unseen, (1, 2, 3), view.sizes[1:], view.voids[1:], absent[1:])
-    in_play = view.unseen | view.hand | sum(1 << c for _, c in trick)
-    groups = card_groups(legal, in_play)
+    hidden, trick, groups = _setup(view, legal, obligada)
     candidates = [g[0] for g in groups]
     totals = dict.fromkeys(candidates, 0)
     infer = DEFAULT_INFER if config.infer is None else config.infer
@@ -411,8 +465,90 @@ def choose_card(
     if stats is not None:
         stats.samples, stats.seconds, stats.candidates = done, clock() - start, len(candidates)
         stats.drawn = drawn[0]
-    best = max(candidates, key=lambda c: (totals[c], -POINTS[c], -c))
-    return min(next(g for g in groups if g[0] == best))  # the lowest of an equivalent group
+    return _best(groups, totals)
+
+
+def _setup(
+    view: View, legal: int, obligada: bool
+) -> tuple[HiddenDeal, list[tuple[int, int]], list[list[int]]]:
+    """What a card decision searches over: the hidden hands to sample, the trick on the
+    table, and the legal cards in groups of interchangeable ones (the first of each is
+    scored)."""
+    trick = table_trick(view)
+    # What the current trick proves: a seat that let an opponent's card stand holds nothing
+    # that beats it (nor, under obligada, a weaker card of the suit than the one it played);
+    # earlier tricks are not in the observation, their voids are.
+    absent = known_absent([(0, TRUMP_BASE + view.trump), *trick], obligada)
+    hidden = HiddenDeal(view.unseen, (1, 2, 3), view.sizes[1:], view.voids[1:], absent[1:])
+    in_play = view.unseen | view.hand | sum(1 << c for _, c in trick)
+    return hidden, trick, card_groups(legal, in_play)
+
+
+def _best(groups: Sequence[Sequence[int]], totals: dict[int, int]) -> int:
+    """The card of the group with the best total (ties: fewer points, then the lower id),
+    the lowest card of that group."""
+    best = max(totals, key=lambda c: (totals[c], -POINTS[c], -c))
+    return min(next(g for g in groups if g[0] == best))
+
+
+@dataclass
+class _Searched:
+    """One row of :meth:`SearchAgent.act_batch` to search, its deals drawn."""
+
+    index: int
+    view: View
+    trick: list[tuple[int, int]]
+    groups: list[list[int]]
+    deals: list[dict[int, int]]
+    drawn: int
+
+    @property
+    def candidates(self) -> list[int]:
+        return [g[0] for g in self.groups]
+
+
+def _batch_values(rows: Sequence[_Searched], endgame: int, obligada: bool) -> list[np.ndarray]:
+    """Each row's rollout values, (deals, candidates) per row: every rollout of every row
+    in one :func:`~agents.search_rollouts.rollout_values` call."""
+    hands: list[list[int]] = []
+    state: list[tuple[int, int, int, int, int, int]] = []  # led, win, win seat, n, points, trump
+    for r in rows:
+        trump = r.view.trump
+        before = trick_state(r.trick, trump)
+        points = sum(POINTS[c] for _, c in r.trick)
+        after = []
+        for c in r.candidates:
+            led, win, win_seat = add_to_trick(before, 0, c, trump)
+            after.append(
+                (
+                    r.view.hand ^ (1 << c),
+                    (led, win, win_seat, len(r.trick) + 1, points + POINTS[c], trump),
+                )
+            )
+        for dealt in r.deals:
+            for mine, st in after:
+                hands.append([mine, dealt[1], dealt[2], dealt[3]])
+                state.append(st)
+    cols = np.array(state, dtype=np.int64).reshape(-1, 6)
+    led, win, win_seat, n, points, trump = cols.T
+    values = rollout_values(
+        np.array(hands, dtype=np.uint64).reshape(-1, 4),
+        led,
+        win,
+        win_seat,
+        n,
+        points,
+        trump,
+        endgame,
+        obligada,
+    )
+    out = []
+    at = 0
+    for r in rows:
+        size = len(r.deals) * len(r.groups)
+        out.append(values[at : at + size].reshape(len(r.deals), len(r.groups)))
+        at += size
+    return out
 
 
 def table_trick(view: View) -> list[tuple[int, int]]:
@@ -516,6 +652,8 @@ class BiddingPrior:
     """
 
     FLOOR = 0.02
+    CACHE_SIZE = 256
+    """The most hands whose bidding decisions a :attr:`cache` keeps (then it starts over)."""
 
     def __init__(
         self,
@@ -523,11 +661,16 @@ class BiddingPrior:
         observation: np.ndarray,
         view: View,
         options: Options | None = None,
+        cache: dict[tuple[object, ...], list[tuple[int, int, np.ndarray, np.ndarray]]]
+        | None = None,
     ) -> None:
         self.policy = policy
         self.observation = observation
         self.view = view
         self.options = options
+        self.cache = cache
+        """Rebuilt bidding decisions by hand, shared between the decisions of one agent
+        (:meth:`_decisions`); None: rebuilt every time."""
 
     def weights(self, deals: Sequence[dict[int, int]]) -> np.ndarray | None:
         view = self.view
@@ -542,27 +685,42 @@ class BiddingPrior:
             [(deal.get(s, view.hand) if s else view.hand) | view.played[s] for s in range(4)]
             for deal in deals
         ]
-        scores = field(self.observation, "match_scores")
-        game = Game(
-            _options(self.observation, self.options),
-            view.dealer,
-            list(initial[0]),
-            int(field(self.observation, "hand_number")[0]),
-            (int(scores[0]), int(scores[1])),
-        )
         weights = np.ones(len(deals))
+        for seat, action, obs1, mask1 in self._decisions(steps, initial[0]):
+            obs = np.repeat(obs1[None], len(deals), axis=0)
+            hands = np.array([h[seat] for h in initial], dtype=np.uint64)
+            obs[:, field_slice("hand")] = (hands[:, None] >> _CARD_SHIFTS) & 1
+            masks = np.repeat(mask1[None], len(deals), axis=0)
+            probs = self.policy.action_probs_batch(obs, masks)
+            if probs is None:
+                return None
+            weights *= probs[:, action] + self.FLOOR
+        return weights
+
+    def _decisions(
+        self, steps: list[tuple[int, int]], hands: list[int]
+    ) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+        """The hidden seats' bidding decisions: (seat, action taken, its observation with
+        some hand in the ``hand`` field, its legal mask). The same for every card decision
+        of a hand, so kept in :attr:`cache` (when given) under what they depend on."""
+        view = self.view
+        scores = field(self.observation, "match_scores")
+        options = _options(self.observation, self.options)
+        number = int(field(self.observation, "hand_number")[0])
+        key = (tuple(steps), view.dealer, number, int(scores[0]), int(scores[1]), options)
+        if self.cache is not None and key in self.cache:
+            return self.cache[key]
+        game = Game(options, view.dealer, list(hands), number, (int(scores[0]), int(scores[1])))
+        out = []
         for seat, action in steps:
             if seat != 0:
-                obs = np.repeat(encode(game, seat)[None], len(deals), axis=0)
-                hands = np.array([h[seat] for h in initial], dtype=np.uint64)
-                obs[:, field_slice("hand")] = (hands[:, None] >> _CARD_SHIFTS) & 1
-                masks = np.repeat(mask_from_bits(game.legal)[None], len(deals), axis=0)
-                probs = self.policy.action_probs_batch(obs, masks)
-                if probs is None:
-                    return None
-                weights *= probs[:, action] + self.FLOOR
+                out.append((seat, action, encode(game, seat), mask_from_bits(game.legal)))
             game.step(action)
-        return weights
+        if self.cache is not None:
+            if len(self.cache) >= self.CACHE_SIZE:
+                self.cache.clear()
+            self.cache[key] = out
+        return out
 
 
 _CARD_SHIFTS = np.arange(N_CARDS, dtype=np.uint64)
@@ -667,7 +825,7 @@ def _greedy_play(
     n_left = 3 - n  # players after me in this trick
     opponents = [(seat + k) & 3 for k in (1, 3) if k <= n_left]
     if partner_wins and _holds(h, beat[win], led, opponents):
-        return _pick(legal, _LOAD)
+        return _pick(legal, LOAD)
     if win < 0:  # leading: a card nobody can beat, richest first; else the cheapest
         sure = 0
         rest = legal
@@ -676,7 +834,7 @@ def _greedy_play(
             rest &= rest - 1
             if _holds(h, beat[c], SUIT[c], opponents):
                 sure |= 1 << c
-        return _pick(sure, _RICH) if sure else _pick(legal, _CHEAP)
+        return _pick(sure, RICH) if sure else _pick(legal, CHEAP)
     winning = legal & beat[win]
     holding = 0
     while winning:
@@ -685,8 +843,8 @@ def _greedy_play(
         if _holds(h, beat[c], led, opponents):
             holding |= 1 << c
     if holding:
-        return _pick(holding, _CHEAP_WINNER[trump])
-    return _pick(legal, _CHEAP)
+        return _pick(holding, CHEAP_WINNER[trump])
+    return _pick(legal, CHEAP)
 
 
 def _holds(h: list[int], beaten_by: int, led: int, opponents: list[int]) -> bool:
@@ -709,15 +867,3 @@ def _pick(cards: int, order: Sequence[int]) -> int:
         if order[c] < best_key:
             best, best_key = c, order[c]
     return best
-
-
-_CHEAP = tuple(POINTS[c] * 16 + STRENGTH[c] for c in range(48))
-"""Give away least: fewest points, then weakest."""
-_LOAD = tuple(-(POINTS[c] * 16) + STRENGTH[c] for c in range(48))
-"""Load a partner's trick: most points, then weakest."""
-_RICH = tuple(-(POINTS[c] * 16 + STRENGTH[c]) for c in range(48))
-"""A sure winner to lead: most points, then strongest."""
-_CHEAP_WINNER = tuple(
-    tuple((SUIT[c] == t) * 64 + STRENGTH[c] for c in range(48)) for t in range(TRUMP_UNSET + 1)
-)
-"""Win cheaply: a non-trump first, then the weakest card that does it."""

@@ -1,0 +1,385 @@
+"""The search agent's rollouts, many at once: the same values, a numpy step per card.
+
+:func:`agents.search_agent._rollout_value` plays one sampled deal on after one candidate
+card with a greedy full-information heuristic, then solves the last tricks exactly. It is
+Python per card, and a search decision needs one rollout per sampled deal and candidate
+(the panel's search member makes about 500 per batch of decisions in the arena). Rollouts
+do not touch the agent's random numbers, so :meth:`SearchAgent.act_batch` draws every
+row's deals first, as :meth:`~SearchAgent.act` would in turn, and scores all their
+rollouts here together. :func:`rollout_values` returns exactly what ``_rollout_value``
+returns for each rollout (``tests/test_search_rollouts.py`` holds the two equal, obligada
+included), so the agent's decisions do not change.
+
+The heuristic's per-card questions ("can an opponent still to play take this card?") are
+answered for all cards at once with per-suit tables, and each pick ("the cheapest legal
+card") is the lowest set bit after the hand's bits are renumbered in the pick's order. The
+endgame (two tricks or fewer, what the panel's ``endgame=2`` asks) is solved by
+enumerating the first trick's 16 lines and taking the minimax over them; a longer endgame is
+left to the double-dummy solver, rollout by rollout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agents.double_dummy import Solver
+from butifarra_env.core.cards import ALL_CARDS, CARDS_PER_SUIT, N_CARDS, POINTS, STRENGTH, SUIT
+from butifarra_env.core.cards import SUIT_MASK as _SUIT_MASK
+from butifarra_env.core.rules import LOWEST_IN_SUIT, NO_SUIT, TRUMP_UNSET, WINNERS
+
+_U = np.uint64
+_ONE = _U(1)
+_FULL_SUIT = _U((1 << CARDS_PER_SUIT) - 1)
+_NO_CARD = N_CARDS  # the column of the tables that stands for "no winning card yet"
+
+CHEAP = tuple(POINTS[c] * 16 + STRENGTH[c] for c in range(N_CARDS))
+"""Give away least: fewest points, then weakest."""
+LOAD = tuple(-(POINTS[c] * 16) + STRENGTH[c] for c in range(N_CARDS))
+"""Load a partner's trick: most points, then weakest."""
+RICH = tuple(-(POINTS[c] * 16 + STRENGTH[c]) for c in range(N_CARDS))
+"""A sure winner to lead: most points, then strongest."""
+CHEAP_WINNER = tuple(
+    tuple((SUIT[c] == t) * 64 + STRENGTH[c] for c in range(N_CARDS)) for t in range(TRUMP_UNSET + 1)
+)
+"""Win cheaply: a non-trump first, then the weakest card that does it."""
+
+_WIN = np.array([[*WINNERS[t], ALL_CARDS] for t in range(TRUMP_UNSET + 1)], dtype=_U)
+"""``_WIN[trump, win]``: the cards that beat ``win`` (:data:`WINNERS`); column 48: every card."""
+_LED = np.array([*_SUIT_MASK, ALL_CARDS], dtype=_U)
+"""The cards that follow the led suit; :data:`NO_SUIT` (an empty trick): every card."""
+_TRUMPS = np.array([*_SUIT_MASK, 0, 0], dtype=_U)
+"""The trump cards under each trump value (none under butifarra)."""
+_SUIT_OF = np.array(SUIT, dtype=np.int64)
+_POINTS = np.array(POINTS, dtype=np.int64)
+_LOWEST = np.array(LOWEST_IN_SUIT, dtype=_U)
+
+
+def _above_table() -> np.ndarray:
+    """``[p]``: the cards of suit 0 stronger than every card of the 12-bit pattern ``p``."""
+    out = np.zeros(1 << CARDS_PER_SUIT, dtype=_U)
+    for p in range(1 << CARDS_PER_SUIT):
+        top = max((STRENGTH[c] for c in range(CARDS_PER_SUIT) if (p >> c) & 1), default=-1)
+        out[p] = sum(1 << c for c in range(CARDS_PER_SUIT) if STRENGTH[c] > top)
+    return out
+
+
+_ABOVE = _above_table()
+
+
+def _orders() -> tuple[np.ndarray, np.ndarray]:
+    """Each pick order as a renumbering of the 48 cards: ``rank[o, c]`` is ``c``'s place in
+    order ``o`` (ties by card id, as the Python picks break them), ``card[o, r]`` the card at
+    place ``r``. Orders: 0 cheap, 1 load, 2 rich, 3 + trump cheap winner."""
+    keys = [CHEAP, LOAD, RICH, *CHEAP_WINNER]
+    rank = np.zeros((len(keys), N_CARDS), dtype=np.int64)
+    card = np.zeros((len(keys), N_CARDS), dtype=np.int64)
+    for o, key in enumerate(keys):
+        order = sorted(range(N_CARDS), key=lambda c: (key[c], c))  # noqa: B023
+        card[o] = order
+        rank[o, order] = np.arange(N_CARDS)
+    return rank, card
+
+
+_RANK, _CARD_AT = _orders()
+_O_CHEAP, _O_LOAD, _O_RICH, _O_WINNER = 0, 1, 2, 3
+
+
+def _byte_tables() -> np.ndarray:
+    """``[o, k, b]``: the bits of byte ``b`` at byte ``k`` of a hand, renumbered by order
+    ``o`` (six lookups and an OR renumber a 48-bit hand)."""
+    out = np.zeros((len(_RANK), 6, 256), dtype=_U)
+    for o in range(len(_RANK)):
+        for k in range(6):
+            for b in range(256):
+                out[o, k, b] = sum(1 << int(_RANK[o, 8 * k + i]) for i in range(8) if (b >> i) & 1)
+    return out
+
+
+_BYTES = _byte_tables()
+
+
+def _lowest_bit(x: np.ndarray) -> np.ndarray:
+    """The index of the lowest set bit of each (non-zero) entry: exact through float64,
+    which holds every power of two up to 2**63."""
+    low = x & (~x + _ONE)
+    return np.frexp(low.astype(np.float64))[1].astype(np.int64) - 1
+
+
+def _pick(cards: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The first of ``cards`` (non-zero masks) in ``order`` (an order index per row)."""
+    renumbered = np.zeros_like(cards)
+    for k in range(6):
+        renumbered |= _BYTES[order, k, ((cards >> _U(8 * k)) & _U(255)).astype(np.int64)]
+    return _CARD_AT[order, _lowest_bit(renumbered)]
+
+
+def _legal(
+    hand: np.ndarray,
+    led: np.ndarray,
+    win: np.ndarray,
+    partner: np.ndarray,
+    trump: np.ndarray,
+    obligada: bool,
+) -> np.ndarray:
+    """:func:`~butifarra_env.core.rules.legal_cards` over arrays (``win`` 48: none yet)."""
+    follow = hand & _LED[led]
+    base = np.where(follow != 0, follow, hand)
+    beat = base & _WIN[trump, win]
+    other = base
+    if obligada:
+        shift = (np.minimum(led, 3) * CARDS_PER_SUIT).astype(_U)
+        lowest = _LOWEST[((follow >> shift) & _FULL_SUIT).astype(np.int64)] << shift
+        other = np.where((follow != 0) & (led != NO_SUIT), lowest, base)
+    return np.where(partner, base, np.where(beat != 0, beat, other))
+
+
+def _greedy(
+    h: np.ndarray,
+    seat: np.ndarray,
+    n: np.ndarray,
+    led: np.ndarray,
+    win: np.ndarray,
+    win_seat: np.ndarray,
+    trump: np.ndarray,
+    obligada: bool,
+) -> np.ndarray:
+    """:func:`agents.search_agent._greedy_play` over arrays: one card per row."""
+    rows = np.arange(len(seat))
+    hand = h[rows, seat]
+    partner = (win_seat >= 0) & (((win_seat ^ seat) & 1) == 0)
+    legal = _legal(hand, led, win, partner, trump, obligada)
+    # The opponents still to play this trick (an absent one holds nothing).
+    opp1 = np.where(n <= 2, h[rows, (seat + 1) & 3], _U(0))
+    opp3 = np.where(n == 0, h[rows, (seat + 3) & 3], _U(0))
+    trumps = _TRUMPS[trump]
+    # Following (win < 48): what each opponent may answer with, the led suit if it has it.
+    follow1, follow3 = opp1 & _LED[led], opp3 & _LED[led]
+    answers = np.where(follow1 != 0, follow1, opp1) | np.where(follow3 != 0, follow3, opp3)
+    # The cards that no answer beats: above the answers' best in their own suit, and, unless
+    # they are trumps, only when no answer is a trump.
+    safe = np.zeros_like(hand)
+    for s in range(4):
+        shift = _U(s * CARDS_PER_SUIT)
+        safe |= _ABOVE[((answers >> shift) & _FULL_SUIT).astype(np.int64)] << shift
+    safe = np.where((answers & trumps) != 0, safe & trumps, safe)
+    partner_holds = partner & ((answers & _WIN[trump, win]) == 0)
+    holding = legal & _WIN[trump, win] & safe
+    # Leading (win == 48): a card of suit s holds when no opponent has a stronger one of s,
+    # and, if s is not trumps, no opponent void in s has a trump.
+    sure = np.zeros_like(hand)
+    either = opp1 | opp3
+    for s in range(4):
+        shift = _U(s * CARDS_PER_SUIT)
+        mask = _U(_SUIT_MASK[s])
+        above = _ABOVE[((either >> shift) & _FULL_SUIT).astype(np.int64)] << shift
+        ruffed = (trump != s) & (
+            (((opp1 & mask) == 0) & ((opp1 & trumps) != 0))
+            | (((opp3 & mask) == 0) & ((opp3 & trumps) != 0))
+        )
+        sure |= np.where(ruffed, _U(0), above)
+    sure &= legal
+    leading = win == _NO_CARD
+    chosen = np.where(
+        partner_holds,
+        legal,
+        np.where(leading, np.where(sure != 0, sure, legal), np.where(holding != 0, holding, legal)),
+    )
+    order = np.where(
+        partner_holds,
+        _O_LOAD,
+        np.where(
+            leading,
+            np.where(sure != 0, _O_RICH, _O_CHEAP),
+            np.where(holding != 0, _O_WINNER + trump, _O_CHEAP),
+        ),
+    )
+    return _pick(chosen, order)
+
+
+def _add(
+    led: np.ndarray,
+    win: np.ndarray,
+    win_seat: np.ndarray,
+    seat: np.ndarray,
+    card: np.ndarray,
+    trump: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~butifarra_env.core.rules.add_to_trick` over arrays (``win`` 48: none yet)."""
+    takes = ((_WIN[trump, win] >> card.astype(_U)) & _ONE) != 0  # every card beats "none"
+    first = win == _NO_CARD
+    return (
+        np.where(first, _SUIT_OF[card], led),
+        np.where(takes, card, win),
+        np.where(takes, seat, win_seat),
+    )
+
+
+def _solve_small(
+    h: np.ndarray, leader: np.ndarray, tricks: int, trump: np.ndarray, obligada: bool
+) -> np.ndarray:
+    """Team A's exact points from the last ``tricks`` (0, 1 or 2) tricks, ``leader`` to lead:
+    the double-dummy value (:class:`~agents.double_dummy.Solver`), by enumerating every line."""
+    m = len(leader)
+    if tricks == 0 or m == 0:
+        return np.zeros(m, dtype=np.int64)
+    rows = np.arange(m)
+    if tricks == 1:
+        led = np.full(m, NO_SUIT)
+        win = np.full(m, _NO_CARD)
+        ws = np.full(m, -1)
+        pts = np.zeros(m, dtype=np.int64)
+        for k in range(4):
+            s = (leader + k) & 3
+            c = _lowest_bit(h[rows, s])
+            led, win, ws = _add(led, win, ws, s, c, trump)
+            pts += _POINTS[c]
+        return np.where(ws & 1, 0, pts + 1)
+    # Two tricks: each player chooses one of its two cards for the first (16 lines), the
+    # second is forced. Line j: bit 3 - k is the k-th player's choice (1 = its higher id).
+    lines = np.tile(np.arange(16), m)
+    r2 = np.repeat(rows, 16)
+    flat = np.arange(m * 16)
+    lead = np.repeat(leader, 16)
+    t2 = np.repeat(trump, 16)
+    hands = h[r2]  # (m*16, 4)
+    led = np.full(m * 16, NO_SUIT)
+    win = np.full(m * 16, _NO_CARD)
+    ws = np.full(m * 16, -1)
+    pts = np.zeros(m * 16, dtype=np.int64)
+    legal_at = []
+    for k in range(4):
+        s = (lead + k) & 3
+        hand = hands[flat, s]
+        low = hand & (~hand + _ONE)
+        card_bit = np.where((lines >> (3 - k)) & 1 == 1, hand ^ low, low)
+        partner = (ws >= 0) & (((ws ^ s) & 1) == 0)
+        legal_at.append((_legal(hand, led, win, partner, t2, obligada) & card_bit) != 0)
+        c = _lowest_bit(card_bit)
+        led, win, ws = _add(led, win, ws, s, c, t2)
+        pts += _POINTS[c]
+        hands[flat, s] = hand ^ card_bit
+    value = np.where(ws & 1, 0, pts + 1)
+    # The last trick: the first trick's winner leads, every card forced.
+    led = np.full(m * 16, NO_SUIT)
+    win = np.full(m * 16, _NO_CARD)
+    first_winner = ws
+    ws = np.full(m * 16, -1)
+    pts = np.zeros(m * 16, dtype=np.int64)
+    for k in range(4):
+        s = (first_winner + k) & 3
+        c = _lowest_bit(hands[flat, s])
+        led, win, ws = _add(led, win, ws, s, c, t2)
+        pts += _POINTS[c]
+    value = (value + np.where(ws & 1, 0, pts + 1)).reshape(m, 2, 2, 2, 2)
+    # Minimax, the last player of the first trick first: its choice is the last axis. A
+    # player's legal flags do not depend on later players' choices (their axes dropped).
+    big = 1 << 20
+    for k in (3, 2, 1, 0):
+        ok = legal_at[k].reshape(m, 2, 2, 2, 2)[(slice(None),) * (k + 2) + (0,) * (3 - k)]
+        team_a = ((((leader + k) & 3) & 1) == 0).reshape((m,) + (1,) * k)
+        value = np.where(
+            team_a, np.where(ok, value, -big).max(axis=-1), np.where(ok, value, big).min(axis=-1)
+        )
+    return value
+
+
+def rollout_values(
+    hands: np.ndarray,
+    led: np.ndarray,
+    win: np.ndarray,
+    win_seat: np.ndarray,
+    n: np.ndarray,
+    pts: np.ndarray,
+    trump: np.ndarray,
+    endgame: int,
+    obligada: bool = False,
+) -> np.ndarray:
+    """My team's points from now for each rollout: ``_rollout_value`` over arrays.
+
+    Each row is a position just after seat 0 (me) played its candidate card: ``hands``
+    (rows, 4) the cards still held (uint64), ``led``/``win``/``win_seat`` the trick's state
+    (``win`` -1 before its first card), ``n`` its number of cards (1 to 4), ``pts`` its card
+    points, ``trump`` the trump. Seat 1 plays next. Greedy play until ``endgame`` tricks are
+    left, then the exact value of the rest.
+    """
+    m = len(n)
+    out = np.zeros(m, dtype=np.int64)
+    h = np.array(hands, dtype=_U).reshape(m, 4).copy()
+    led = np.asarray(led, dtype=np.int64).copy()
+    win = np.where(np.asarray(win) < 0, _NO_CARD, win).astype(np.int64)
+    ws = np.asarray(win_seat, dtype=np.int64).copy()
+    n = np.asarray(n, dtype=np.int64).copy()
+    pts = np.asarray(pts, dtype=np.int64).copy()
+    trump = np.asarray(trump, dtype=np.int64)
+    seat = np.ones(m, dtype=np.int64)
+    gained = np.zeros(m, dtype=np.int64)
+    # Cards still held by all four seats, after each trick closes (a multiple of 4 then).
+    held = np.zeros(m, dtype=np.int64)
+    for k in range(4):
+        held += _popcount(h[:, k])
+    idx = np.arange(m)  # the rows still rolling out
+    finished: list[tuple[np.ndarray, ...]] = []
+    while len(idx):
+        closing = n == 4
+        if closing.any():
+            won = closing & ((ws & 1) == 0)
+            gained = gained + np.where(won, pts + 1, 0)
+            seat = np.where(closing, ws, seat)
+            led = np.where(closing, NO_SUIT, led)
+            win = np.where(closing, _NO_CARD, win)
+            ws = np.where(closing, -1, ws)
+            pts = np.where(closing, 0, pts)
+            n = np.where(closing, 0, n)
+            done = closing & (held <= 4 * endgame)
+            if done.any():  # solved together once every rollout is there
+                finished.append((idx[done], h[done], seat[done], held[done] // 4, trump[done]))
+                out[idx[done]] = gained[done]
+                keep = ~done
+                idx, h, led, win, ws = idx[keep], h[keep], led[keep], win[keep], ws[keep]
+                n, pts, trump, seat = n[keep], pts[keep], trump[keep], seat[keep]
+                gained, held = gained[keep], held[keep]
+                if not len(idx):
+                    break
+        c = _greedy(h, seat, n, led, win, ws, trump, obligada)
+        rows = np.arange(len(idx))
+        h[rows, seat] ^= _ONE << c.astype(_U)
+        led, win, ws = _add(led, win, ws, seat, c, trump)
+        pts = pts + _POINTS[c]
+        n = n + 1
+        held = held - 1
+        seat = (seat + 1) & 3
+    if finished:
+        rows, at_end, leader, tricks, trumps = (
+            np.concatenate(part) for part in zip(*finished, strict=True)
+        )
+        out[rows] += _endgame(at_end, leader, tricks, trumps, obligada)
+    return out
+
+
+def _endgame(
+    h: np.ndarray, leader: np.ndarray, tricks: np.ndarray, trump: np.ndarray, obligada: bool
+) -> np.ndarray:
+    """The exact value of the last tricks: enumerated up to two, else the solver per row."""
+    out = np.zeros(len(leader), dtype=np.int64)
+    for t in np.unique(tricks).tolist():
+        sel = tricks == t
+        if t <= 2:
+            out[sel] = _solve_small(h[sel], leader[sel], t, trump[sel], obligada)
+            continue
+        solvers: dict[int, Solver] = {}  # one per trump: positions recur across rollouts
+        for i in np.flatnonzero(sel).tolist():
+            t = int(trump[i])
+            solver = solvers.get(t) or solvers.setdefault(t, Solver(t, obligada))
+            out[i] = solver.solve(h[i].tolist(), int(leader[i]))
+    return out
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    """Set bits per entry (numpy 1.24 has no bitwise_count)."""
+    count = np.zeros(x.shape, dtype=np.int64)
+    for k in range(6):
+        count += _BYTE_COUNT[((x >> _U(8 * k)) & _U(255)).astype(np.int64)]
+    return count
+
+
+_BYTE_COUNT = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
