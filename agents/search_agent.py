@@ -85,6 +85,13 @@ seconds are well below it, an hour per card is not a setting)."""
 DEFAULT_INFER = 4
 """``infer`` when it is not given and the bidding agent has action probabilities (else 1)."""
 
+BATCH_ROLLOUTS_MIN = (192, 144, 112, 256)
+"""By ``endgame`` (0-3): the fewest rollouts in one call (a decision's samples x candidate
+cards, summed over a batch's rows) that :func:`agents.search_rollouts.rollout_values` scores
+faster than Python does one by one (``benchmarks/bench_search_batch.py --crossover``);
+fewer are scored in Python. From ``endgame=4`` the solver is most of the time either way,
+and they always are. The values, and so the decisions, are the same both ways."""
+
 _RANGES = {
     "samples": f"an integer from 1 to {SAMPLES_MAX}",
     "endgame": f"an integer from 0 to {ENDGAME_MAX} (tricks)",
@@ -296,6 +303,32 @@ class SearchAgent(Agent):
         return self.options is not None and self.options.obligada
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        if self.config.budget:
+            return self._act_alone(observation, action_mask)
+        return int(self._act_rows(np.asarray(observation)[None], np.asarray(action_mask)[None])[0])
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        """:meth:`act` row by row, the same actions, with the rollouts of every searched
+        row scored together (:func:`agents.search_rollouts.rollout_values`) when there are
+        enough of them to pay (:data:`BATCH_ROLLOUTS_MIN`).
+
+        Rollouts use no random numbers, so each row's deals are drawn first, in row order
+        exactly as :meth:`act` draws them one call at a time, and the rollouts of all rows
+        follow. With a time ``budget`` (whose clock is read between rollouts) the rows are
+        searched one by one. :attr:`stats` describes the last searched row; its ``seconds``
+        are the batch's search time shared equally by the searched rows."""
+        obs, masks = check_batch(observations, action_masks)
+        if self.config.budget:
+            return np.fromiter(
+                (self._act_alone(obs[i], masks[i]) for i in range(len(obs))),
+                dtype=np.int64,
+                count=len(obs),
+            )
+        return self._act_rows(obs, masks)
+
+    def _act_alone(self, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        """One decision, its rollouts in Python (:func:`choose_card`): what a time budget
+        needs, and the reference the batched rollouts are tested against."""
         legal = bits_from_mask(action_mask)
         if not legal:
             raise ValueError("no legal action in the mask")
@@ -321,22 +354,9 @@ class SearchAgent(Agent):
             obligada=self.obligada,
         )
 
-    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
-        """:meth:`act` row by row, the same actions, with the rollouts of every searched
-        row scored together (:func:`agents.search_rollouts.rollout_values`).
-
-        Rollouts use no random numbers, so each row's deals are drawn first, in row order
-        exactly as :meth:`act` draws them, and the rollouts of all rows follow in one batch.
-        With a time ``budget`` (whose clock is read between rollouts) the rows are searched
-        one by one by :meth:`act`. :attr:`stats` describes the last searched row; its
-        ``seconds`` are the batch's search time shared equally by the searched rows."""
-        obs, masks = check_batch(observations, action_masks)
-        if self.config.budget:
-            return np.fromiter(
-                (self.act(obs[i], masks[i]) for i in range(len(obs))),
-                dtype=np.int64,
-                count=len(obs),
-            )
+    def _act_rows(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Decisions without a time budget: every row's deals drawn in turn, then their
+        rollouts scored, together when there are enough of them."""
         start = self.clock()
         out = np.zeros(len(obs), dtype=np.int64)
         rows: list[_Searched] = []
@@ -345,7 +365,7 @@ class SearchAgent(Agent):
             legal = bits_from_mask(masks[i])
             view = View(pack_bits(obs[i]))
             if not legal or view.phase != PHASE_PLAY or not legal & (legal - 1):
-                out[i] = self.act(obs[i], masks[i])  # bidding, one legal card, or the error
+                out[i] = self._act_alone(obs[i], masks[i])  # bidding, one legal card, an error
                 continue
             hidden, trick, groups = _setup(view, legal, self.obligada)
             prior = None
@@ -358,23 +378,25 @@ class SearchAgent(Agent):
             return out
         endgame = self.config.endgame
         rolled = [r for r in rows if r.view.hand.bit_count() > endgame]
-        values = _batch_values(rolled, endgame, self.obligada) if rolled else []
-        for r, v in zip(rolled, values, strict=True):
-            out[r.index] = _best(
-                r.groups, dict(zip(r.candidates, v.sum(axis=0).tolist(), strict=True))
-            )
-        for r in rows:
-            if r.view.hand.bit_count() > endgame:
-                continue
+        n_rollouts = sum(len(r.deals) * len(r.groups) for r in rolled)
+        if endgame < len(BATCH_ROLLOUTS_MIN) and n_rollouts >= BATCH_ROLLOUTS_MIN[endgame]:
+            values = _batch_values(rolled, endgame, self.obligada)
+            for r, v in zip(rolled, values, strict=True):
+                totals = dict(zip(r.candidates, v.sum(axis=0).tolist(), strict=True))
+                out[r.index] = _best(r.groups, totals)
+            alone = [r for r in rows if r.view.hand.bit_count() <= endgame]
+        else:
+            alone = rows
+        for r in alone:  # one row at a time, in Python
             totals = dict.fromkeys(r.candidates, 0)
             for dealt in r.deals:
                 hands = [r.view.hand, dealt[1], dealt[2], dealt[3]]
-                exact = deal_values(
+                values1 = deal_values(
                     hands, r.trick, r.candidates, r.view.trump, endgame, self.obligada
                 )
-                assert exact is not None  # no stop: every candidate is scored
+                assert values1 is not None  # no stop: every candidate is scored
                 for c in r.candidates:
-                    totals[c] += exact[c]
+                    totals[c] += values1[c]
             out[r.index] = _best(r.groups, totals)
         last = rows[-1]
         self.stats = SearchStats(

@@ -5,14 +5,15 @@ card with a greedy full-information heuristic, then solves the last tricks exact
 Python per card, and a search decision needs one rollout per sampled deal and candidate
 (the panel's search member makes about 500 per batch of decisions in the arena). Rollouts
 do not touch the agent's random numbers, so :meth:`SearchAgent.act_batch` draws every
-row's deals first, as :meth:`~SearchAgent.act` would in turn, and scores all their
-rollouts here together. :func:`rollout_values` returns exactly what ``_rollout_value``
-returns for each rollout (``tests/test_search_rollouts.py`` holds the two equal, obligada
-included), so the agent's decisions do not change.
+row's deals first, in the order one call per row would, and scores all their rollouts
+here together (when there are enough: ``search_agent.BATCH_ROLLOUTS_MIN``).
+:func:`rollout_values` returns exactly what ``_rollout_value`` returns for each rollout
+(``tests/test_search_rollouts.py`` holds the two equal, obligada included), so the agent's
+decisions do not change.
 
 The heuristic's per-card questions ("can an opponent still to play take this card?") are
 answered for all cards at once with per-suit tables, and each pick ("the cheapest legal
-card") is the lowest set bit after the hand's bits are renumbered in the pick's order. The
+card") is the card of least rank in the pick's order among the hand's unpacked bits. The
 endgame (two tricks or fewer, what the panel's ``endgame=2`` asks) is solved by
 enumerating the first trick's 16 lines and taking the minimax over them; a longer endgame is
 left to the double-dummy solver, rollout by rollout.
@@ -66,36 +67,28 @@ def _above_table() -> np.ndarray:
 _ABOVE = _above_table()
 
 
-def _orders() -> tuple[np.ndarray, np.ndarray]:
-    """Each pick order as a renumbering of the 48 cards: ``rank[o, c]`` is ``c``'s place in
-    order ``o`` (ties by card id, as the Python picks break them), ``card[o, r]`` the card at
-    place ``r``. Orders: 0 cheap, 1 load, 2 rich, 3 + trump cheap winner."""
+def _ranks() -> np.ndarray:
+    """Each pick order as ranks: ``rank[o, c]`` is card ``c``'s place in order ``o`` (ties
+    by card id, as the Python picks break them). Orders: 0 cheap, 1 load, 2 rich, 3 + trump
+    cheap winner."""
     keys = [CHEAP, LOAD, RICH, *CHEAP_WINNER]
     rank = np.zeros((len(keys), N_CARDS), dtype=np.int64)
-    card = np.zeros((len(keys), N_CARDS), dtype=np.int64)
     for o, key in enumerate(keys):
         order = sorted(range(N_CARDS), key=lambda c: (key[c], c))  # noqa: B023
-        card[o] = order
         rank[o, order] = np.arange(N_CARDS)
-    return rank, card
+    return rank
 
 
-_RANK, _CARD_AT = _orders()
+_RANK = _ranks()
+_SHIFTS = np.arange(4, dtype=_U) * _U(CARDS_PER_SUIT)
+_SUITS4 = np.array(_SUIT_MASK, dtype=_U)
+_SUIT_IDS = np.arange(4)
+_SUIT_BITS = np.array([1, 2, 4, 8])
+_SUIT_SETS = np.array(
+    [sum(_SUIT_MASK[s] for s in range(4) if (b >> s) & 1) for b in range(16)], dtype=_U
+)
+"""``[b]``: the cards of the suits in the 4-bit set ``b``."""
 _O_CHEAP, _O_LOAD, _O_RICH, _O_WINNER = 0, 1, 2, 3
-
-
-def _byte_tables() -> np.ndarray:
-    """``[o, k, b]``: the bits of byte ``b`` at byte ``k`` of a hand, renumbered by order
-    ``o`` (six lookups and an OR renumber a 48-bit hand)."""
-    out = np.zeros((len(_RANK), 6, 256), dtype=_U)
-    for o in range(len(_RANK)):
-        for k in range(6):
-            for b in range(256):
-                out[o, k, b] = sum(1 << int(_RANK[o, 8 * k + i]) for i in range(8) if (b >> i) & 1)
-    return out
-
-
-_BYTES = _byte_tables()
 
 
 def _lowest_bit(x: np.ndarray) -> np.ndarray:
@@ -107,10 +100,17 @@ def _lowest_bit(x: np.ndarray) -> np.ndarray:
 
 def _pick(cards: np.ndarray, order: np.ndarray) -> np.ndarray:
     """The first of ``cards`` (non-zero masks) in ``order`` (an order index per row)."""
-    renumbered = np.zeros_like(cards)
-    for k in range(6):
-        renumbered |= _BYTES[order, k, ((cards >> _U(8 * k)) & _U(255)).astype(np.int64)]
-    return _CARD_AT[order, _lowest_bit(renumbered)]
+    bits = np.unpackbits(
+        cards.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
+    )[:, :N_CARDS]
+    return np.where(bits != 0, _RANK[order], N_CARDS).argmin(axis=1)
+
+
+def _above(cards: np.ndarray) -> np.ndarray:
+    """Per suit, the cards stronger than every card of ``cards`` in that suit (all of the
+    suit where it has none)."""
+    patterns = ((cards[:, None] >> _SHIFTS) & _FULL_SUIT).astype(np.intp)
+    return np.bitwise_or.reduce(_ABOVE[patterns] << _SHIFTS, axis=1)
 
 
 def _legal(
@@ -157,27 +157,18 @@ def _greedy(
     answers = np.where(follow1 != 0, follow1, opp1) | np.where(follow3 != 0, follow3, opp3)
     # The cards that no answer beats: above the answers' best in their own suit, and, unless
     # they are trumps, only when no answer is a trump.
-    safe = np.zeros_like(hand)
-    for s in range(4):
-        shift = _U(s * CARDS_PER_SUIT)
-        safe |= _ABOVE[((answers >> shift) & _FULL_SUIT).astype(np.int64)] << shift
+    safe = _above(answers)
     safe = np.where((answers & trumps) != 0, safe & trumps, safe)
     partner_holds = partner & ((answers & _WIN[trump, win]) == 0)
     holding = legal & _WIN[trump, win] & safe
     # Leading (win == 48): a card of suit s holds when no opponent has a stronger one of s,
     # and, if s is not trumps, no opponent void in s has a trump.
-    sure = np.zeros_like(hand)
-    either = opp1 | opp3
-    for s in range(4):
-        shift = _U(s * CARDS_PER_SUIT)
-        mask = _U(_SUIT_MASK[s])
-        above = _ABOVE[((either >> shift) & _FULL_SUIT).astype(np.int64)] << shift
-        ruffed = (trump != s) & (
-            (((opp1 & mask) == 0) & ((opp1 & trumps) != 0))
-            | (((opp3 & mask) == 0) & ((opp3 & trumps) != 0))
-        )
-        sure |= np.where(ruffed, _U(0), above)
-    sure &= legal
+    ruffers = np.zeros((len(seat), 4), dtype=bool)
+    for opp in (opp1, opp3):
+        void = (opp[:, None] & _SUITS4) == 0
+        ruffers |= void & ((opp & trumps) != 0)[:, None]
+    ruffers &= trump[:, None] != _SUIT_IDS
+    sure = _above(opp1 | opp3) & ~_SUIT_SETS[ruffers @ _SUIT_BITS] & legal
     leading = win == _NO_CARD
     chosen = np.where(
         partner_holds,

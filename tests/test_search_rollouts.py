@@ -1,5 +1,6 @@
 """The batched rollouts are the search agent's rollouts: the same value for every rollout,
-and the same actions from ``SearchAgent.act_batch`` as from ``act`` row by row."""
+and the same actions from ``SearchAgent.act_batch`` and ``act`` as from the Python
+rollouts row by row (``_act_alone``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
+from agents import search_agent
 from agents.double_dummy import Solver
 from agents.evaluation.arena import duel
 from agents.registry import make_agent
@@ -96,9 +98,18 @@ def test_the_enumerated_endgame_is_the_double_dummy_value(tricks: int, obligada:
     assert len(set(want)) > 5
 
 
+@pytest.fixture
+def always_batched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batch every rollout, however few (the agent batches only where it pays)."""
+    monkeypatch.setattr(search_agent, "BATCH_ROLLOUTS_MIN", (1, 1, 1, 1))
+
+
 def _row_by_row(agent: SearchAgent) -> SearchAgent:
+    """The agent deciding one row at a time with the Python rollouts (the reference)."""
+
     def act_batch(obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        return np.array([agent.act(obs[i], masks[i]) for i in range(len(obs))], dtype=np.int64)
+        rows = [agent._act_alone(obs[i], masks[i]) for i in range(len(obs))]
+        return np.array(rows, dtype=np.int64)
 
     setattr(agent, "act_batch", act_batch)  # noqa: B010 (an instance attribute shadows the method)
     return agent
@@ -112,6 +123,7 @@ def _row_by_row(agent: SearchAgent) -> SearchAgent:
         ("search:samples=2,endgame=3,bidding=rule", None),
     ],
 )
+@pytest.mark.usefixtures("always_batched")
 def test_act_batch_plays_what_act_plays(spec: str, options: Options | None) -> None:
     results = []
     for by_row in (False, True):
@@ -125,6 +137,7 @@ def test_act_batch_plays_what_act_plays(spec: str, options: Options | None) -> N
     assert len(set(slow.hands["diff_a"].tolist())) > 3  # hands were played out, not one value
 
 
+@pytest.mark.usefixtures("always_batched")
 def test_act_batch_with_the_bidding_prior_plays_what_act_plays() -> None:
     pytest.importorskip("torch")
     results = []
@@ -138,6 +151,21 @@ def test_act_batch_with_the_bidding_prior_plays_what_act_plays() -> None:
 
 def _clock(ticks: Iterator[int]) -> Callable[[], float]:
     return lambda: float(next(ticks))
+
+
+@pytest.mark.usefixtures("always_batched")
+@pytest.mark.parametrize("endgame_tricks", [0, 2, 3])
+def test_act_on_one_observation_plays_what_the_python_rollouts_play(endgame_tricks: int) -> None:
+    """Several decisions in a row from one agent each way: the cards and the random
+    numbers used (the next decision's deals depend on them) stay the same."""
+    config = SearchConfig(samples=6, endgame=endgame_tricks, bidding="rule")
+    batched_agent, python_agent = SearchAgent(config, seed=4), SearchAgent(config, seed=4)
+    for seed in range(12):
+        game, _ = endgame(seed, 5 + seed % 7)
+        obs, mask = encode(game, game.to_move), mask_from_bits(game.legal)
+        assert batched_agent.act(obs, mask) == python_agent._act_alone(obs, mask)
+        assert batched_agent.stats.samples == python_agent.stats.samples == 6
+        assert batched_agent.stats.candidates == python_agent.stats.candidates
 
 
 def test_act_batch_with_a_budget_searches_row_by_row() -> None:
