@@ -28,6 +28,10 @@ from butifarra_env.core.cards import ALL_CARDS, CARDS_PER_SUIT, N_CARDS, POINTS,
 from butifarra_env.core.cards import SUIT_MASK as _SUIT_MASK
 from butifarra_env.core.rules import LOWEST_IN_SUIT, NO_SUIT, TRUMP_UNSET, WINNERS
 
+ROLLOUT_CHUNK = 16384
+"""The most rollouts :func:`rollout_values` plays at once (more are played chunk by chunk):
+with the endgame's 16 lines each, about 50 MB of arrays at most."""
+
 _U = np.uint64
 _ONE = _U(1)
 _FULL_SUIT = _U((1 << CARDS_PER_SUIT) - 1)
@@ -294,6 +298,24 @@ def rollout_values(
     left, then the exact value of the rest.
     """
     m = len(n)
+    if m > ROLLOUT_CHUNK:  # bounded memory: the endgame enumeration holds 16 lines a rollout
+        parts = []
+        for i in range(0, m, ROLLOUT_CHUNK):
+            cut = slice(i, i + ROLLOUT_CHUNK)
+            parts.append(
+                rollout_values(
+                    np.asarray(hands)[cut],
+                    np.asarray(led)[cut],
+                    np.asarray(win)[cut],
+                    np.asarray(win_seat)[cut],
+                    np.asarray(n)[cut],
+                    np.asarray(pts)[cut],
+                    np.asarray(trump)[cut],
+                    endgame,
+                    obligada,
+                )
+            )
+        return np.concatenate(parts)
     out = np.zeros(m, dtype=np.int64)
     h = np.array(hands, dtype=_U).reshape(m, 4).copy()
     led = np.asarray(led, dtype=np.int64).copy()

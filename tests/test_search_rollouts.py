@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from agents import search_agent
+from agents import search_agent, search_rollouts
 from agents.double_dummy import Solver
 from agents.evaluation.arena import duel
 from agents.registry import make_agent
@@ -185,3 +185,12 @@ def test_act_batch_with_a_budget_searches_row_by_row() -> None:
         readings.append((actions.tolist(), next(ticks), agent.stats.samples))
     assert readings[0] == readings[1]
     assert 0 < readings[0][2] < 40  # the budget, not the sample count, ended the search
+
+
+def test_many_rollouts_are_played_in_chunks_with_the_same_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pos = positions(77, 200, False)
+    whole = batched(pos, 2, False)
+    monkeypatch.setattr(search_rollouts, "ROLLOUT_CHUNK", 7)  # 29 chunks, the last of 4
+    assert batched(pos, 2, False).tolist() == whole.tolist()
