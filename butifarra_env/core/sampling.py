@@ -98,16 +98,22 @@ class HiddenDeal:
         if not self.unseen:
             return [dict.fromkeys(self.seats, 0) for _ in range(k)]
         bits = np.left_shift(np.uint64(1), np.array(cards_of(self.unseen), dtype=np.uint64))
-        ends = np.cumsum(self.sizes)
+        sizes = np.array(self.sizes)
+        held = np.flatnonzero(sizes)  # seats dealt at least one card (reduceat needs cards)
+        starts = (np.cumsum(sizes) - sizes)[held]
         forbidden = np.array(self.forbidden, dtype=np.uint64)
+        rows = np.broadcast_to(bits, (2 * k + 8, len(bits)))
         while len(out) < k and not self._counting:
             n = 2 * (k - len(out)) + 8
-            perms = rng.permuted(np.broadcast_to(bits, (n, len(bits))), axis=1)
-            sums = np.zeros((n, len(bits) + 1), dtype=np.uint64)
-            np.cumsum(perms, axis=1, out=sums[:, 1:])  # distinct bits: a sum is a union
-            hands = sums[:, ends] - sums[:, np.concatenate(([0], ends[:-1]))]
-            ok = ~((hands & forbidden) != 0).any(axis=1)
-            if not ok.any() and n >= REJECTION_TRIES:
+            perms = rng.permuted(rows[:n], axis=1)
+            # Each hand is a run of the permutation; distinct bits: a sum is a union.
+            if len(held) == len(sizes):
+                hands = np.add.reduceat(perms, starts, axis=1)
+            else:
+                hands = np.zeros((n, len(sizes)), dtype=np.uint64)
+                hands[:, held] = np.add.reduceat(perms, starts, axis=1)
+            ok = ((hands & forbidden) == 0).all(axis=1)
+            if n >= REJECTION_TRIES and not ok.any():
                 self._counting = True
             for row in hands[ok][: k - len(out)].tolist():
                 out.append(dict(zip(self.seats, row, strict=True)))
