@@ -194,3 +194,29 @@ def test_many_rollouts_are_played_in_chunks_with_the_same_values(
     whole = batched(pos, 2, False)
     monkeypatch.setattr(search_rollouts, "ROLLOUT_CHUNK", 7)  # 29 chunks, the last of 4
     assert batched(pos, 2, False).tolist() == whole.tolist()
+
+
+# Recorded with the code before the batched rollouts and the faster sampler (91aab89): the
+# first 24 deals of test_v1, the shipped ppo against the panel's search member, seed 0.
+PANEL_POINTS_A = [
+    23, 39, 50, 26, 32, 10, 19, 72, 11, 41, 49, 38, 32, 41, 41, 32, 33, 40, 34, 38, 29, 43, 29, 47,
+    26, 43, 13, 62, 46, 22, 43, 24, 35, 43, 37, 35, 56, 16, 40, 23, 38, 43, 37, 29, 29, 40, 42, 30,
+]  # fmt: skip
+PANEL_DIFF_A = [
+    -13, 6, 28, -10, -8, -26, -17, 36, -50, 10, 13, 2, -4, 5, 5, -4, -3, 4, -2, 4, -7, 7, -14,
+    11, -10, 7, -23, 52, 10, -14, 7, -12, -1, 7, 1, -1, 40, -20, 8, -26, 2, 7, 1, -7, -14, 4, 6,
+    -6,
+]  # fmt: skip
+
+
+def test_the_panel_search_member_plays_the_hands_protocol_1_recorded() -> None:
+    """Protocol 1's cards stay reproducible: the panel member, batched as the arena calls
+    it, plays these hands card for card as the code of the published cards did."""
+    pytest.importorskip("torch")
+    from agents.evaluation.deal_sets import load_deal_set
+    from agents.evaluation.protocol import PANEL_SEARCH
+
+    search = make_agent(PANEL_SEARCH, seed=0)
+    result = duel(make_agent("ppo", seed=0), search, 24, seed=0, deals=load_deal_set("test"))
+    assert result.hands["points_a"].tolist() == PANEL_POINTS_A
+    assert result.hands["diff_a"].tolist() == PANEL_DIFF_A
