@@ -339,9 +339,7 @@ class SearchAgent(Agent):
             return int(self.bidding.act(observation, action_mask))
         if not legal & (legal - 1):
             return legal.bit_length() - 1
-        prior = None
-        if self.bidding is not None and (self.config.infer or 0) > 1:
-            prior = BiddingPrior(self.bidding, observation, view, self.options, self._bids).weights
+        prior = self._prior(observation, view)
         self.stats = SearchStats()
         return choose_card(
             view,
@@ -353,6 +351,14 @@ class SearchAgent(Agent):
             prior=prior,
             obligada=self.obligada,
         )
+
+    def _prior(
+        self, observation: np.ndarray, view: View
+    ) -> Callable[[Sequence[dict[int, int]]], np.ndarray | None] | None:
+        """The bidding inference's deal weights for this decision (None: uniform deals)."""
+        if self.bidding is None or (self.config.infer or 0) <= 1:
+            return None
+        return BiddingPrior(self.bidding, observation, view, self.options, self._bids).weights
 
     def _act_rows(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """Decisions without a time budget: every row's deals drawn in turn, then their
@@ -368,10 +374,8 @@ class SearchAgent(Agent):
                 out[i] = self._act_alone(obs[i], masks[i])  # bidding, one legal card, an error
                 continue
             hidden, trick, groups = _setup(view, legal, self.obligada)
-            prior = None
-            if self.bidding is not None and (self.config.infer or 0) > 1:
-                prior = BiddingPrior(self.bidding, obs[i], view, self.options, self._bids).weights
             drawn = [0]
+            prior = self._prior(obs[i], view)
             deals = _draw_deals(hidden, self.config.samples, infer, self.rng, prior, drawn)
             rows.append(_Searched(i, view, trick, groups, deals, drawn[0]))
         if not rows:

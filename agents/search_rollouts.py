@@ -85,7 +85,7 @@ def _ranks() -> np.ndarray:
 
 _RANK = _ranks()
 _SHIFTS = np.arange(4, dtype=_U) * _U(CARDS_PER_SUIT)
-_SUITS4 = np.array(_SUIT_MASK, dtype=_U)
+_SUITS4 = _LED[:4]
 _SUIT_IDS = np.arange(4)
 _SUIT_BITS = np.array([1, 2, 4, 8])
 _SUIT_SETS = np.array(
@@ -209,6 +209,21 @@ def _add(
     )
 
 
+def _last_trick(h: np.ndarray, leader: np.ndarray, trump: np.ndarray) -> np.ndarray:
+    """Team A's points from a last trick (one card per hand, every card forced)."""
+    rows = np.arange(len(leader))
+    led = np.full(len(leader), NO_SUIT)
+    win = np.full(len(leader), _NO_CARD)
+    ws = np.full(len(leader), -1)
+    pts = np.zeros(len(leader), dtype=np.int64)
+    for k in range(4):
+        s = (leader + k) & 3
+        c = _lowest_bit(h[rows, s])
+        led, win, ws = _add(led, win, ws, s, c, trump)
+        pts += _POINTS[c]
+    return np.where(ws & 1, 0, pts + 1)
+
+
 def _solve_small(
     h: np.ndarray, leader: np.ndarray, tricks: int, trump: np.ndarray, obligada: bool
 ) -> np.ndarray:
@@ -219,16 +234,7 @@ def _solve_small(
         return np.zeros(m, dtype=np.int64)
     rows = np.arange(m)
     if tricks == 1:
-        led = np.full(m, NO_SUIT)
-        win = np.full(m, _NO_CARD)
-        ws = np.full(m, -1)
-        pts = np.zeros(m, dtype=np.int64)
-        for k in range(4):
-            s = (leader + k) & 3
-            c = _lowest_bit(h[rows, s])
-            led, win, ws = _add(led, win, ws, s, c, trump)
-            pts += _POINTS[c]
-        return np.where(ws & 1, 0, pts + 1)
+        return _last_trick(h, leader, trump)
     # Two tricks: each player chooses one of its two cards for the first (16 lines), the
     # second is forced. Line j: bit 3 - k is the k-th player's choice (1 = its higher id).
     lines = np.tile(np.arange(16), m)
@@ -253,19 +259,8 @@ def _solve_small(
         led, win, ws = _add(led, win, ws, s, c, t2)
         pts += _POINTS[c]
         hands[flat, s] = hand ^ card_bit
-    value = np.where(ws & 1, 0, pts + 1)
-    # The last trick: the first trick's winner leads, every card forced.
-    led = np.full(m * 16, NO_SUIT)
-    win = np.full(m * 16, _NO_CARD)
-    first_winner = ws
-    ws = np.full(m * 16, -1)
-    pts = np.zeros(m * 16, dtype=np.int64)
-    for k in range(4):
-        s = (first_winner + k) & 3
-        c = _lowest_bit(hands[flat, s])
-        led, win, ws = _add(led, win, ws, s, c, t2)
-        pts += _POINTS[c]
-    value = (value + np.where(ws & 1, 0, pts + 1)).reshape(m, 2, 2, 2, 2)
+    value = np.where(ws & 1, 0, pts + 1) + _last_trick(hands, ws, t2)  # its winner leads
+    value = value.reshape(m, 2, 2, 2, 2)
     # Minimax, the last player of the first trick first: its choice is the last axis. A
     # player's legal flags do not depend on later players' choices (their axes dropped).
     big = 1 << 20
