@@ -24,9 +24,16 @@ from __future__ import annotations
 import numpy as np
 
 from agents.double_dummy import Solver
-from butifarra_env.core.cards import ALL_CARDS, CARDS_PER_SUIT, N_CARDS, POINTS, STRENGTH, SUIT
+from butifarra_env.core.cards import CARDS_PER_SUIT, N_CARDS, POINTS, STRENGTH, SUIT
 from butifarra_env.core.cards import SUIT_MASK as _SUIT_MASK
-from butifarra_env.core.rules import LOWEST_IN_SUIT, NO_SUIT, TRUMP_UNSET, WINNERS
+from butifarra_env.core.rules import (
+    FOLLOW,
+    NO_SUIT,
+    TRUMP_UNSET,
+    WINNERS_FLAT,
+    WINNERS_STRIDE,
+    legal_cards_array,
+)
 
 ROLLOUT_CHUNK = 16384
 """The most rollouts :func:`rollout_values` plays at once (more are played chunk by chunk):
@@ -48,15 +55,14 @@ CHEAP_WINNER = tuple(
 )
 """Win cheaply: a non-trump first, then the weakest card that does it."""
 
-_WIN = np.array([[*WINNERS[t], ALL_CARDS] for t in range(TRUMP_UNSET + 1)], dtype=_U)
-"""``_WIN[trump, win]``: the cards that beat ``win`` (:data:`WINNERS`); column 48: every card."""
-_LED = np.array([*_SUIT_MASK, ALL_CARDS], dtype=_U)
+_WIN = WINNERS_FLAT.reshape(TRUMP_UNSET + 1, WINNERS_STRIDE)
+"""``_WIN[trump, win]``: the cards that beat ``win`` (``rules.WINNERS``); column 48: every card."""
+_LED = FOLLOW
 """The cards that follow the led suit; :data:`NO_SUIT` (an empty trick): every card."""
 _TRUMPS = np.array([*_SUIT_MASK, 0, 0], dtype=_U)
 """The trump cards under each trump value (none under butifarra)."""
 _SUIT_OF = np.array(SUIT, dtype=np.int64)
 _POINTS = np.array(POINTS, dtype=np.int64)
-_LOWEST = np.array(LOWEST_IN_SUIT, dtype=_U)
 
 
 def _above_table() -> np.ndarray:
@@ -117,26 +123,6 @@ def _above(cards: np.ndarray) -> np.ndarray:
     return np.bitwise_or.reduce(_ABOVE[patterns] << _SHIFTS, axis=1)
 
 
-def _legal(
-    hand: np.ndarray,
-    led: np.ndarray,
-    win: np.ndarray,
-    partner: np.ndarray,
-    trump: np.ndarray,
-    obligada: bool,
-) -> np.ndarray:
-    """:func:`~butifarra_env.core.rules.legal_cards` over arrays (``win`` 48: none yet)."""
-    follow = hand & _LED[led]
-    base = np.where(follow != 0, follow, hand)
-    beat = base & _WIN[trump, win]
-    other = base
-    if obligada:
-        shift = (np.minimum(led, 3) * CARDS_PER_SUIT).astype(_U)
-        lowest = _LOWEST[((follow >> shift) & _FULL_SUIT).astype(np.int64)] << shift
-        other = np.where((follow != 0) & (led != NO_SUIT), lowest, base)
-    return np.where(partner, base, np.where(beat != 0, beat, other))
-
-
 def _greedy(
     h: np.ndarray,
     seat: np.ndarray,
@@ -151,7 +137,7 @@ def _greedy(
     rows = np.arange(len(seat))
     hand = h[rows, seat]
     partner = (win_seat >= 0) & (((win_seat ^ seat) & 1) == 0)
-    legal = _legal(hand, led, win, partner, trump, obligada)
+    legal = legal_cards_array(hand, led, win, ~partner, trump, obligada)
     # The opponents still to play this trick (an absent one holds nothing).
     opp1 = np.where(n <= 2, h[rows, (seat + 1) & 3], _U(0))
     opp3 = np.where(n == 0, h[rows, (seat + 3) & 3], _U(0))
@@ -253,8 +239,8 @@ def _solve_small(
         hand = hands[flat, s]
         low = hand & (~hand + _ONE)
         card_bit = np.where((lines >> (3 - k)) & 1 == 1, hand ^ low, low)
-        partner = (ws >= 0) & (((ws ^ s) & 1) == 0)
-        legal_at.append((_legal(hand, led, win, partner, t2, obligada) & card_bit) != 0)
+        opponent = (ws >= 0) & (((ws ^ s) & 1) == 1)
+        legal_at.append((legal_cards_array(hand, led, win, opponent, t2, obligada) & card_bit) != 0)
         c = _lowest_bit(card_bit)
         led, win, ws = _add(led, win, ws, s, c, t2)
         pts += _POINTS[c]

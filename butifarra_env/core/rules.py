@@ -240,6 +240,51 @@ def legal_card_rule(hand: int, led_suit: int, win: int, partner_winning: bool, t
     return 5 if trump == NO_TRUMP else 4
 
 
+# --------------------------------------------------------------------------- over arrays
+WINNERS_STRIDE = N_CARDS + 1
+"""Row length of :data:`WINNERS_FLAT`: the 48 cards, then "no card yet"."""
+WINNERS_FLAT = np.array(
+    [w for t in range(TRUMP_UNSET + 1) for w in (*WINNERS[t], ALL_CARDS)], dtype=np.uint64
+)
+""":data:`WINNERS` flat for array code: index ``trump * WINNERS_STRIDE + win``, where ``win``
+is the winning card or :data:`N_CARDS` while the trick is empty (every card "beats" none)."""
+FOLLOW = np.array([*SUIT_MASK, ALL_CARDS], dtype=np.uint64)
+"""``FOLLOW[led]``: the cards that follow the led suit; ``FOLLOW[NO_SUIT]``: every card."""
+LOWEST_TABLE = np.array(LOWEST_IN_SUIT, dtype=np.uint64)
+""":data:`LOWEST_IN_SUIT` as an array (obligada's lookup)."""
+_SUIT0_U = np.uint64(_SUIT0)
+_ZERO_U = np.uint64(0)
+
+
+def legal_cards_array(
+    hand: np.ndarray,
+    led_suit: np.ndarray,
+    win: np.ndarray,
+    opponent_winning: np.ndarray,
+    trump: np.ndarray,
+    obligada: bool = False,
+) -> np.ndarray:
+    """:func:`legal_cards` over arrays, one position per entry: the same expression, for the
+    batched engine and the search's batched rollouts (``tests/test_rules_array.py`` holds it
+    to :func:`legal_cards` on every kind of position).
+
+    ``hand`` is ``uint64``; ``led_suit``, ``win`` (:data:`N_CARDS` while the trick is empty)
+    and ``trump`` are integer arrays; ``opponent_winning`` is a bool array: an opponent of
+    the mover played the winning card (``not partner_winning``, False while leading)."""
+    follow = hand & np.take(FOLLOW, led_suit)
+    base = np.where(follow != 0, follow, hand)
+    beat = base & np.take(WINNERS_FLAT, trump * WINNERS_STRIDE + win)
+    beat = np.where(opponent_winning, beat, _ZERO_U)
+    legal = np.where(beat != 0, beat, base)
+    if obligada:
+        forced = (beat == 0) & (follow != 0) & (led_suit != NO_SUIT) & opponent_winning
+        if forced.any():
+            shift = (np.minimum(led_suit, NO_SUIT - 1) * CARDS_PER_SUIT).astype(np.uint64)
+            pattern = ((follow >> shift) & _SUIT0_U).astype(np.intp)
+            legal = np.where(forced, np.take(LOWEST_TABLE, pattern) << shift, legal)
+    return legal
+
+
 # --------------------------------------------------------------------------- bidding
 TRUMP_CHOICES = 5
 """Suits 0-3 and butifarra (:data:`NO_TRUMP`)."""

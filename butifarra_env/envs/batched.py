@@ -16,19 +16,20 @@ Design, each choice because profiling said so (``benchmarks/bench_batched.py``):
 
 * **Bitboards.** A hand is one ``uint64`` per seat (bit ``c`` = card ``c``), the legal set of
   the seat to move one ``uint64`` over the 56 action ids. The legal-card rules of RULES.md
-  are then a few integer operations on whole columns::
+  are then a few integer operations on whole columns, the rules core's
+  :func:`~butifarra_env.core.rules.legal_cards_array`::
 
-      follow = hand & SUIT_MASK[led]            # led = "none" (every suit) when leading
+      follow = hand & FOLLOW[led]               # led = "none" (every suit) when leading
       base   = follow if follow else hand       # follow suit when able
-      beat   = base & WINNERS[trump, W] & opp   # opp: all ones when an opponent holds W
+      beat   = base & WINNERS[trump, W] if an opponent holds W else 0
       legal  = beat if beat else base           # beat W when able; never forced to under-trump
 
-  which is :func:`butifarra_env.core.rules.legal_cards` over columns. With ``obligada`` the
-  envs where an opponent holds W and the mover follows suit without beating it then get the
-  weakest card of the led suit, from a 4096-entry table of
-  :func:`~butifarra_env.core.rules.lowest_card` over suit patterns (on that subset only).
-  ``WINNERS[t, W]`` is :func:`butifarra_env.core.rules.winners` tabulated: the cards that
-  take the trick from ``W`` under trump ``t``. The same table decides who wins each trick.
+  which is :func:`butifarra_env.core.rules.legal_cards` over columns (with ``obligada``, the
+  weakest card of the led suit where an opponent holds W and the mover follows suit without
+  beating it, from a 4096-entry table). ``WINNERS[t, W]``
+  (:data:`~butifarra_env.core.rules.WINNERS_FLAT`) is
+  :func:`butifarra_env.core.rules.winners` tabulated: the cards that take the trick from
+  ``W`` under trump ``t``. The same table decides who wins each trick.
 * **Relative observation rows, updated in place.** Each hand keeps its four seat-relative
   observation rows (4 x 491 bytes; 4 x 638 in v1, the write offsets tabulated per version by
   ``_Rows``). A card play clears one byte (the card leaves the mover's hand) and sets 8 (its
@@ -109,7 +110,7 @@ from butifarra_env.core.actions import (
     TRUMP_CHOICE_MASK,
     action_name,
 )
-from butifarra_env.core.cards import ALL_CARDS, N_CARDS, N_SUITS, N_TRICKS, POINTS, SUIT, SUIT_MASK
+from butifarra_env.core.cards import N_CARDS, N_SUITS, N_TRICKS, POINTS, SUIT, SUIT_MASK
 from butifarra_env.core.game import Game
 from butifarra_env.core.observation import (
     CANONICAL_SIZE,
@@ -150,7 +151,7 @@ dealt in envs ``env_ids`` (int64, ascending), whose dealers are ``dealers`` (int
 # --------------------------------------------------------------------------- tables
 _U64 = np.uint64
 _LITTLE = sys.byteorder == "little"  # bitboards are unpacked through byte views
-_NO_CARD = N_CARDS  # winning-card value while the trick is empty; any id >= 48 acts alike
+_NO_CARD = N_CARDS  # winning-card value while the trick is empty (the last column of WINNERS)
 _TRUMP_VALUES = SIZES["trump"]  # suits 0-3, NO_TRUMP, TRUMP_UNSET
 
 # Per action id: its card bit, points and suit; the bidding actions (48-55) are inert.
@@ -159,16 +160,7 @@ _IS_CARD = _IDS < N_CARDS
 _BIT = np.array([1 << a if a < N_CARDS else 0 for a in _IDS], dtype=_U64)
 _PTS = np.array([POINTS[a] if a < N_CARDS else 0 for a in _IDS], dtype=np.int64)
 _SUIT_OF = np.array([SUIT[a] if a < N_CARDS else NO_SUIT for a in _IDS], dtype=np.int64)
-_SUIT_MASK = np.array([*SUIT_MASK, ALL_CARDS], dtype=_U64)  # [NO_SUIT]: the trick is empty
-
-_WINNERS = np.array(  # row trump * 56 + winning card: rules.winners tabulated
-    [rules.winners(t, w) for t in range(_TRUMP_VALUES) for w in range(N_ACTIONS)], dtype=_U64
-)
-_OPP_MASK = np.array([0, (1 << N_ACTIONS) - 1], dtype=_U64)  # by (winner ^ mover) & 1
-_SUIT_BITS = _U64((1 << 12) - 1)  # the 12 cards of a suit, shifted down to suit 0
-_LOWEST = np.array(  # obligada: 12-bit suit pattern -> its weakest card, rules.lowest_card
-    [rules.lowest_card(p) for p in range(1 << 12)], dtype=_U64
-)
+_WINNERS = rules.WINNERS_FLAT  # row trump * WINNERS_STRIDE + winning card: rules.winners
 # byte -> its 8 bits, low bit first: legal sets unpack to masks by one lookup
 _BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
 _BYTE_BITS = _BYTE_BITS.view(np.int8)
@@ -366,7 +358,7 @@ class BatchedEnv:
         self._trump, self._chooser, self._delegated = ints(), ints(), ints()
         self._level = ints()
         self._second_asked = ints()  # 1: the first of the team asked has passed
-        self._winners_row = ints()  # trump * 56: the row block of _WINNERS
+        self._winners_row = ints()  # trump * WINNERS_STRIDE: the row block of _WINNERS
         self._in_play = np.zeros(n, dtype=bool)
         # The trick in progress.
         self._cards_in_trick, self._trick_points, self._led_suit = ints(), ints(), ints()
@@ -601,30 +593,15 @@ class BatchedEnv:
         ended = self._close_tricks(closed) if closed.size else closed
 
         to_move = self._to_move  # bidding envs: overwritten by _bid
-        hand = np.take(self._hands_flat, self._seat_base + to_move)
-        follow = hand & np.take(_SUIT_MASK, self._led_suit)
-        base_set = np.where(follow != 0, follow, hand)
-        beat = base_set & np.take(_WINNERS, self._winners_row + self._win_card)
-        beat &= np.take(_OPP_MASK, (self._win_seat ^ to_move) & 1)
-        self._legal = np.where(beat != 0, beat, base_set)
-        if self.options.obligada:
-            self._obligada(follow, beat, to_move)
-        return ended
-
-    def _obligada(self, follow: np.ndarray, beat: np.ndarray, to_move: np.ndarray) -> None:
-        """Obligada (RULES.md, Variants): where an opponent holds the trick and the seat to
-        move follows suit without a card that beats it, the one legal card is the weakest of
-        the led suit (``_LOWEST``: :func:`rules.lowest_card` tabulated on suit patterns)."""
-        forced = np.flatnonzero(
-            (beat == 0)
-            & (follow != 0)
-            & (self._led_suit != NO_SUIT)
-            & (((self._win_seat ^ to_move) & 1) == 1)
+        self._legal = rules.legal_cards_array(
+            np.take(self._hands_flat, self._seat_base + to_move),
+            self._led_suit,
+            self._win_card,
+            ((self._win_seat ^ to_move) & 1) == 1,
+            self._trump,
+            self.options.obligada,
         )
-        if forced.size:
-            shift = (np.take(self._led_suit, forced) * 12).astype(_U64)
-            pattern = (np.take(follow, forced) >> shift) & _SUIT_BITS
-            self._legal[forced] = np.take(_LOWEST, pattern.astype(np.int64)) << shift
+        return ended
 
     def _close_tricks(self, c: np.ndarray) -> np.ndarray:
         """Score the finished tricks of envs ``c`` and clear the table; returns the envs whose
@@ -690,7 +667,7 @@ class BatchedEnv:
             bc = b[choose]
             trump = a[choose] - TRUMP_BASE  # butifarra (52) -> 4 = NO_TRUMP
             self._trump[bc] = trump
-            self._winners_row[bc] = trump * N_ACTIONS
+            self._winners_row[bc] = trump * rules.WINNERS_STRIDE
             self._chooser[bc] = s[choose]
         level = self._level[b] + dbl
         self._level[b] = level
@@ -793,7 +770,7 @@ class BatchedEnv:
         for arr, value in (
             (self._phase, PHASE_CHOOSE_TRUMP),
             (self._trump, TRUMP_UNSET),
-            (self._winners_row, TRUMP_UNSET * N_ACTIONS),
+            (self._winners_row, TRUMP_UNSET * rules.WINNERS_STRIDE),
             (self._chooser, -1),
             (self._delegated, 0),
             (self._level, 0),

@@ -13,8 +13,9 @@ episode ends and states at every step.
 Design (the numpy engine's, re-cut for a device where arithmetic is cheap and every host
 read stalls the queue):
 
-* **One rules source.** The lookup tables are the numpy engine's (``batched._WINNERS``,
-  ``_BIT``, ``_SUIT_MASK``, obligada's ``_LOWEST``, the bidding-header tables, the deal
+* **One rules source.** The legal-card tables are the rules core's (``rules.WINNERS_FLAT``,
+  ``FOLLOW``, obligada's ``LOWEST_TABLE``: what :func:`~butifarra_env.core.rules.legal_cards_array`
+  reads), the others the numpy engine's (``_BIT``, the bidding-header tables, the deal
   order...), which it builds from :mod:`butifarra_env.core.rules`; the doubling cap, the
   multiplier and the hand scores are tabulated by calling
   :func:`~butifarra_env.core.rules.doubling_cap`, :func:`~butifarra_env.core.rules.multiplier`
@@ -204,10 +205,10 @@ class _Tables:
         self.bit = put(e._BIT)
         self.pts = put(e._PTS)
         self.suit_of = put(e._SUIT_OF)
-        self.suit_mask = put(e._SUIT_MASK)
-        self.winners = put(e._WINNERS)
-        self.opp_mask = put(e._OPP_MASK)
-        self.lowest = put(e._LOWEST)  # obligada: 12-bit suit pattern -> its weakest card
+        self.suit_mask = put(rules.FOLLOW)
+        self.winners = put(rules.WINNERS_FLAT)
+        self.opp_mask = put(np.array([0, (1 << N_ACTIONS) - 1], dtype=np.uint64))  # by parity
+        self.lowest = put(rules.LOWEST_TABLE)  # obligada: 12-bit suit pattern -> its weakest card
         self.header = [put(h.reshape(-1, _HDR_SIZE)) for h in (e._HEADER_1, e._HEADER_2)]
         self.header.append(put(e._HEADER_3.reshape(-1, _HDR_SIZE)))
         self.deal_pos = put(e._DEAL_POS)
@@ -575,7 +576,7 @@ class TorchBatchedEnv:
         suit = tb.suit_of.take(a)
         led = torch.where(first, suit, self._led_suit)
         self._leader = torch.where(first, s, self._leader)
-        wrow = self._trump * N_ACTIONS  # the trump's rows of the winners table
+        wrow = self._trump * rules.WINNERS_STRIDE  # the trump's row of the winners table
         takes = ((tb.winners.take(wrow + self._win_card) >> a) & 1) == 1
         self._win_card = win_card = torch.where(takes, a, self._win_card)
         win_seat = torch.where(takes, s, self._win_seat)

@@ -1,0 +1,69 @@
+"""``rules.legal_cards_array`` (what the batched engine and the search's batched rollouts
+call) equals ``rules.legal_cards`` entry by entry, on positions of every kind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from butifarra_env.core.cards import N_CARDS, SUIT
+from butifarra_env.core.rules import (
+    NO_SUIT,
+    TRUMP_UNSET,
+    WINNERS_FLAT,
+    WINNERS_STRIDE,
+    legal_cards,
+    legal_cards_array,
+    winners,
+)
+
+
+def _positions(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:
+    """Random hands of 1-12 cards; a third leading, the rest with a winning card of any suit
+    (often the hand's own suits, so that following, beating and obligada all come up)."""
+    hands = np.zeros(n, dtype=np.uint64)
+    led = np.full(n, NO_SUIT, dtype=np.int64)
+    win = np.full(n, N_CARDS, dtype=np.int64)
+    opponent = np.zeros(n, dtype=bool)
+    trump = rng.integers(0, TRUMP_UNSET, size=n)  # suits 0-3 and butifarra
+    for i in range(n):
+        cards = rng.choice(N_CARDS, size=int(rng.integers(1, 13)) + 1, replace=False)
+        hands[i] = sum(1 << int(c) for c in cards[1:])
+        if rng.random() < 2 / 3:  # a trick under way: its winning card is not in the hand
+            w = int(cards[0])
+            win[i] = w
+            led[i] = SUIT[w] if rng.random() < 0.7 else int(rng.integers(4))
+            opponent[i] = rng.random() < 0.6
+    return hands, led, win, opponent, trump
+
+
+@pytest.mark.parametrize("obligada", [False, True])
+def test_legal_cards_array_equals_the_scalar_rule(obligada: bool) -> None:
+    hands, led, win, opponent, trump = _positions(np.random.default_rng(7), 4000)
+    got = legal_cards_array(hands, led, win, opponent, trump, obligada)
+    assert got.dtype == np.uint64
+    kinds = set()
+    for i in range(len(hands)):
+        leading = led[i] == NO_SUIT
+        w = -1 if leading else int(win[i])
+        want = legal_cards(int(hands[i]), int(led[i]), w, not opponent[i], int(trump[i]), obligada)
+        assert int(got[i]) == want, (i, int(hands[i]), int(led[i]), w, opponent[i], trump[i])
+        kinds.add((leading, bool(opponent[i]), want == int(hands[i]), want.bit_count() == 1))
+    assert len(kinds) >= 6  # leading, partner, opponent; whole hand, one card, a subset
+
+
+def test_obligada_changes_some_positions_and_only_against_an_opponent() -> None:
+    hands, led, win, opponent, trump = _positions(np.random.default_rng(8), 4000)
+    plain = legal_cards_array(hands, led, win, opponent, trump)
+    forced = legal_cards_array(hands, led, win, opponent, trump, obligada=True)
+    differ = plain != forced
+    assert differ.sum() > 100
+    assert opponent[differ].all() and (led[differ] != NO_SUIT).all()
+    assert all(int(x).bit_count() == 1 for x in forced[differ])
+
+
+def test_winners_table_is_winners_with_an_empty_trick_column() -> None:
+    table = WINNERS_FLAT.reshape(TRUMP_UNSET + 1, WINNERS_STRIDE)
+    for t in range(TRUMP_UNSET + 1):
+        for w in range(WINNERS_STRIDE):
+            assert int(table[t, w]) == winners(t, w)
