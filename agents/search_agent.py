@@ -63,7 +63,7 @@ from butifarra_env.core.rules import (
     trick_state,
 )
 from butifarra_env.core.rules import WINNERS as _WINNERS
-from butifarra_env.core.sampling import HiddenDeal, known_absent
+from butifarra_env.core.sampling import REJECTION_TRIES, HiddenDeal, known_absent
 
 SAMPLES_MAX = 1000
 """The most ``samples``: without a budget, 1000 deals take seconds per decision (25 s measured
@@ -631,13 +631,15 @@ def _draw_deals(
     rng: np.random.Generator,
     prior: Callable[[Sequence[dict[int, int]]], np.ndarray | None] | None,
     drawn: list[int],
+    max_fruitless: int | None = None,
 ) -> list[dict[int, int]]:
     """``samples`` deals to search: uniform, or chosen by ``prior`` from a pool of ``infer``
-    x ``samples`` (``drawn[0]`` counts the deals drawn)."""
+    x ``samples`` (``drawn[0]`` counts the deals drawn; ``max_fruitless``: the sampler's
+    bound on rejected draws in a row, :meth:`HiddenDeal.sample_many`)."""
     if prior is None or infer <= 1:
         drawn[0] += samples
-        return hidden.sample_many(rng, samples)
-    pool = hidden.sample_many(rng, samples * infer)
+        return hidden.sample_many(rng, samples, max_fruitless)
+    pool = hidden.sample_many(rng, samples * infer, max_fruitless)
     drawn[0] += len(pool)
     weights = prior(pool)
     if weights is None:
@@ -655,11 +657,14 @@ def _deal_chunks(
     drawn: list[int],
 ) -> Iterator[dict[int, int]]:
     """The deals of :func:`_draw_deals`, drawn a chunk at a time as they are asked for (the
-    budgeted search stops asking when its time is spent)."""
+    budgeted search stops asking when its time is spent). Chunks are small, so the sampler
+    is told to switch to counting after :data:`REJECTION_TRIES` rejected draws in a row,
+    as one-deal sampling does: under a tight constraint a chunk would otherwise draw
+    round after round, past any budget."""
     given, chunk = 0, 1
     while given < samples:
         n = min(chunk, samples - given)
-        yield from _draw_deals(hidden, n, infer, rng, prior, drawn)
+        yield from _draw_deals(hidden, n, infer, rng, prior, drawn, REJECTION_TRIES)
         given += n
         chunk = min(2 * chunk, DEAL_CHUNK_MAX)
 

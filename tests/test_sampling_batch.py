@@ -76,3 +76,50 @@ def test_sample_many_draws_what_the_round_by_round_rejection_drew(k: int) -> Non
         switched += hidden._counting
     if 2 * k + 8 >= REJECTION_TRIES:
         assert switched  # the tight case reached the counting sampler
+
+
+class CountingRng:
+    """A generator that counts the uniform deals ``sample_many`` draws (``permuted`` rows)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.draws = 0
+
+    def permuted(self, x: np.ndarray, axis: int) -> np.ndarray:
+        self.draws += len(x)
+        return self.rng.permuted(x, axis=axis)
+
+    def random(self, *args: object) -> object:
+        return self.rng.random(*args)  # type: ignore[call-overload]
+
+
+def fairly_tight() -> HiddenDeal:
+    """Seat 1 holds no copas: it must get 10 of the 12 oros, 1 uniform deal in 2,800."""
+    unseen = SUIT_MASK[0] | (SUIT_MASK[1] & 0xFF << 12)
+    return HiddenDeal(unseen, (1, 2), (10, 10), (0b0010, 0))
+
+
+def test_max_fruitless_bounds_the_rejected_draws_in_a_row() -> None:
+    """Small rounds (one deal asked: 10 draws) never switch to the counting sampler on
+    their own; ``max_fruitless`` (what the budgeted search passes) switches after that
+    many rejected draws in a row. The deals stay consistent either way."""
+    long_runs = 0
+    for seed in range(10):
+        plain, bounded = fairly_tight(), fairly_tight()
+        rng_plain, rng_bounded = CountingRng(seed), CountingRng(seed)
+        (deal,) = plain.sample_many(rng_plain, 1)  # type: ignore[arg-type]
+        assert not plain._counting
+        long_runs += rng_plain.draws > REJECTION_TRIES + 10
+        (deal_b,) = bounded.sample_many(rng_bounded, 1, max_fruitless=REJECTION_TRIES)  # type: ignore[arg-type]
+        assert rng_bounded.draws <= REJECTION_TRIES + 10  # the round that crossed the bound
+        assert bounded._counting == (rng_plain.draws > REJECTION_TRIES + 10)
+        if not bounded._counting:  # a fit came before the bound: the same deal
+            assert deal_b == deal
+        for d in (deal, deal_b):
+            assert not d[1] & SUIT_MASK[1] and d[1] | d[2] == plain.unseen
+    assert long_runs >= 8  # the plain sampler went on drawing in most seeds
+
+
+def test_max_fruitless_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_fruitless must be None or at least 1, got 0"):
+        fairly_tight().sample_many(np.random.default_rng(0), 1, max_fruitless=0)

@@ -29,7 +29,7 @@ from agents.search_agent import (
     choose_card,
 )
 from butifarra_env.core.observation import View, encode, pack_bits
-from butifarra_env.core.sampling import HiddenDeal
+from butifarra_env.core.sampling import REJECTION_TRIES, HiddenDeal
 from tests.helpers import endgame
 
 
@@ -129,18 +129,23 @@ def test_the_solver_finishes_from_the_largest_endgame_in_bounded_work() -> None:
 # ------------------------------------------------------------------ the budget covers sampling
 class Sampling:
     """A fake clock on which sampling is the only thing that costs time: ``per_deal`` seconds
-    for every deal the sampler draws (searching a deal is free). Counts the deals drawn."""
+    for every deal the sampler draws (searching a deal is free). Counts the deals drawn, and
+    keeps the bound on rejected draws each call was given."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, per_deal: float = 0.001) -> None:
         self.drawn = 0
         self.calls: list[int] = []
+        self.bounds: list[int | None] = []
         self.per_deal = per_deal
         original = HiddenDeal.sample_many
 
-        def sample_many(deal: HiddenDeal, rng: np.random.Generator, k: int) -> list[dict]:
+        def sample_many(
+            deal: HiddenDeal, rng: np.random.Generator, k: int, max_fruitless: int | None = None
+        ) -> list[dict]:
             self.drawn += k
             self.calls.append(k)
-            return original(deal, rng, k)
+            self.bounds.append(max_fruitless)
+            return original(deal, rng, k, max_fruitless)
 
         monkeypatch.setattr(HiddenDeal, "sample_many", sample_many)
 
@@ -161,6 +166,9 @@ def test_sampling_stops_once_the_budget_is_spent(monkeypatch: pytest.MonkeyPatch
     assert 0.045 <= stats.seconds <= 0.05  # stops past 90% of the budget, never over it here
     assert stats.samples <= clock.drawn <= stats.samples + 8  # at most a chunk unsearched
     assert max(clock.calls) <= 8  # drawn a chunk at a time
+    # small chunks: the sampler switches to counting after 64 rejected draws in a row, as
+    # one-deal sampling does, so a tight constraint cannot hold the search past its budget
+    assert set(clock.bounds) == {REJECTION_TRIES}
 
 
 def test_the_bidding_inference_pool_is_inside_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,6 +236,7 @@ def test_no_budget_draws_exactly_the_samples_in_one_batch(monkeypatch: pytest.Mo
         view, legal, SearchConfig(samples=9, endgame=2), np.random.default_rng(0), stats=stats
     )
     assert clock.calls == [9] and stats.samples == 9
+    assert clock.bounds == [None]  # the draws the protocol's search member was published with
 
 
 # ------------------------------------------------------------------ infer needs probabilities

@@ -91,9 +91,20 @@ class HiddenDeal:
             self._counting = True
         return self._sample_counting(rng)
 
-    def sample_many(self, rng: np.random.Generator, k: int) -> list[dict[int, int]]:
+    def sample_many(
+        self, rng: np.random.Generator, k: int, max_fruitless: int | None = None
+    ) -> list[dict[int, int]]:
         """``k`` independent uniformly random consistent deals (as :meth:`sample`, with the
-        uniform draws and the rejection done for a whole batch at once)."""
+        uniform draws and the rejection done for a whole batch at once).
+
+        Rounds of ``2 x (deals missing) + 8`` uniform draws; a round of at least
+        :data:`REJECTION_TRIES` draws none of which fits switches to the counting sampler
+        for good. With fewer than 28 deals asked no round is that large, so constraints few
+        deals meet can take many rounds (a constructed 1-in-2.7-million case: tens of
+        seconds). ``max_fruitless`` bounds that: after that many draws in a row without a
+        fit it switches too (a time-budgeted search passes :data:`REJECTION_TRIES`). The
+        default (None) keeps the draws of the evaluation protocol's search member as they
+        were published; either way the deals are exactly uniform."""
         out: list[dict[int, int]] = []
         if not self.unseen:
             return [dict.fromkeys(self.seats, 0) for _ in range(k)]
@@ -103,6 +114,9 @@ class HiddenDeal:
         starts = (np.cumsum(sizes) - sizes)[held]
         forbidden = np.array(self.forbidden, dtype=np.uint64)
         rows = np.broadcast_to(bits, (2 * k + 8, len(bits)))
+        if max_fruitless is not None and max_fruitless < 1:
+            raise ValueError(f"max_fruitless must be None or at least 1, got {max_fruitless}")
+        fruitless = 0  # uniform draws in a row that did not fit
         while len(out) < k and not self._counting:
             n = 2 * (k - len(out)) + 8
             perms = rng.permuted(rows[:n], axis=1)
@@ -113,7 +127,10 @@ class HiddenDeal:
                 hands = np.zeros((n, len(sizes)), dtype=np.uint64)
                 hands[:, held] = np.add.reduceat(perms, starts, axis=1)
             ok = ((hands & forbidden) == 0).all(axis=1)
-            if n >= REJECTION_TRIES and not ok.any():
+            fruitless = 0 if ok.any() else fruitless + n
+            if fruitless and (
+                n >= REJECTION_TRIES or (max_fruitless is not None and fruitless >= max_fruitless)
+            ):
                 self._counting = True
             for row in hands[ok][: k - len(out)].tolist():
                 out.append(dict(zip(self.seats, row, strict=True)))
