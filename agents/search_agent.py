@@ -84,6 +84,9 @@ BUDGET_MAX = 60.0
 seconds are well below it, an hour per card is not a setting)."""
 DEFAULT_INFER = 4
 """``infer`` when it is not given and the bidding agent has action probabilities (else 1)."""
+POLICY_MAX = 100.0
+"""The largest ``policy`` weight (points per nat): at 100 a card the policy gives a tenth of
+another's probability starts 230 points behind it, far more than a hand holds."""
 
 BATCH_ROLLOUTS_MIN = (192, 144, 112, 256)
 """By ``endgame`` (0-3): the fewest rollouts in one call (a decision's samples x candidate
@@ -97,6 +100,7 @@ _RANGES = {
     "endgame": f"an integer from 0 to {ENDGAME_MAX} (tricks)",
     "infer": f"an integer from 0 to {INFER_MAX}",
     "budget": f"a number of seconds from 0 (no limit) to {BUDGET_MAX:g}",
+    "policy": f"a number from 0 (off) to {POLICY_MAX:g} (points per nat)",
     "bidding": "an agent spec (not search)",
 }
 
@@ -130,6 +134,13 @@ class SearchConfig:
     :data:`DEFAULT_INFER` when the bidding agent has action probabilities (PPO), else 1. It
     needs those probabilities: with a bidding agent that has none (the rule-based player)
     the agent uses 1 and warns when a larger value was set (:meth:`infer_for`)."""
+    policy: float = 0.0
+    """The bidding agent's card policy as a prior, in points per nat: each legal card is
+    ranked by its mean value over the samples plus ``policy`` x the log of the probability
+    the bidding agent's policy gives it (the sum over its group of interchangeable cards).
+    0 (the default) ranks by the search alone. Like ``infer`` it needs a bidding agent with
+    action probabilities (else 0, with a warning: :meth:`policy_for`); 0 to
+    :data:`POLICY_MAX`."""
 
     def __post_init__(self) -> None:
         for key in ("samples", "endgame", "infer"):
@@ -153,6 +164,15 @@ class SearchConfig:
         ):
             _refuse("budget", budget)
         object.__setattr__(self, "budget", float(budget))
+        policy = self.policy
+        if (
+            isinstance(policy, bool)
+            or not isinstance(policy, Real)
+            or not math.isfinite(policy)
+            or not 0 <= policy <= POLICY_MAX
+        ):
+            _refuse("policy", policy)
+        object.__setattr__(self, "policy", float(policy))
         if not isinstance(self.bidding, str) or not self.bidding.strip():
             _refuse("bidding", self.bidding)
         if self.bidding.split(":", 1)[0].strip().lower() == "search":
@@ -177,7 +197,7 @@ class SearchConfig:
                 values[key] = raw
                 continue
             try:
-                values[key] = float(raw) if key == "budget" else int(raw)
+                values[key] = float(raw) if key in ("budget", "policy") else int(raw)
             except ValueError:
                 _refuse(key, raw)
         return cls(**values)  # type: ignore[arg-type]
@@ -196,9 +216,28 @@ class SearchConfig:
                 f"action probabilities, and the bidding agent {name!r} has none: using "
                 "infer=1 (uniform deals)",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         return 1 if self.infer is None or self.infer > 1 else self.infer
+
+    def policy_for(self, bidding: Agent | None) -> float:
+        """The ``policy`` weight the agent uses with this bidding agent: as set if it has
+        action probabilities, else 0 (with a warning when a weight was set)."""
+        if has_action_probs(bidding) or not self.policy:
+            return self.policy
+        name = getattr(bidding, "name", None) if bidding is not None else None
+        warnings.warn(
+            f"search agent option policy={self.policy:g} adds the bidding agent's card "
+            f"probabilities, and the bidding agent {name!r} has none: using policy=0",
+            UserWarning,
+            stacklevel=4,
+        )
+        return 0.0
+
+    def resolved(self, bidding: Agent | None) -> SearchConfig:
+        """This config with ``infer`` and ``policy`` as the agent uses them with
+        ``bidding`` (:meth:`infer_for`, :meth:`policy_for`)."""
+        return replace(self, infer=self.infer_for(bidding), policy=self.policy_for(bidding))
 
 
 def has_action_probs(agent: Agent | None) -> bool:
@@ -250,7 +289,7 @@ class SearchAgent(Agent):
         self.given = config
         """The config as given (``infer`` unresolved), kept to resolve it again when the
         bidding agent changes (:meth:`set_options`)."""
-        self.config = replace(config, infer=config.infer_for(bidding))
+        self.config = config.resolved(bidding)
         self.bidding = bidding
         self.preferred = bidding
         """The bidding agent asked for; :attr:`bidding` is :attr:`fallback` while the
@@ -293,7 +332,7 @@ class SearchAgent(Agent):
                 bidder = self.fallback
         super().set_options(options)
         if bidder is not self.bidding:
-            self.config = replace(self.given, infer=self.given.infer_for(bidder))
+            self.config = self.given.resolved(bidder)
             self.bidding = bidder
 
     @property
@@ -341,6 +380,9 @@ class SearchAgent(Agent):
             return legal.bit_length() - 1
         prior = self._prior(observation, view)
         self.stats = SearchStats()
+        probs = None
+        if self.config.policy and self.bidding is not None:
+            probs = self.bidding.action_probs_batch(observation[None], action_mask[None])
         return choose_card(
             view,
             legal,
@@ -350,6 +392,7 @@ class SearchAgent(Agent):
             stats=self.stats,
             prior=prior,
             obligada=self.obligada,
+            policy_probs=None if probs is None else probs[0],
         )
 
     def _prior(
@@ -380,17 +423,30 @@ class SearchAgent(Agent):
             rows.append(_Searched(i, view, trick, groups, deals, drawn[0]))
         if not rows:
             return out
+        bonus: list[dict[int, float] | None] = [None] * len(rows)
+        if self.config.policy and self.bidding is not None:
+            at = [r.index for r in rows]
+            probs = self.bidding.action_probs_batch(obs[at], masks[at])
+            if probs is not None:
+                bonus = [
+                    policy_bonus(p, r.groups, self.config.policy)
+                    for p, r in zip(probs, rows, strict=True)
+                ]
         endgame = self.config.endgame
         rolled = [r for r in rows if r.view.hand.bit_count() > endgame]
         n_rollouts = sum(len(r.deals) * len(r.groups) for r in rolled)
         if endgame < len(BATCH_ROLLOUTS_MIN) and n_rollouts >= BATCH_ROLLOUTS_MIN[endgame]:
             values = _batch_values(rolled, endgame, self.obligada)
-            for r, v in zip(rolled, values, strict=True):
+            extra = [
+                b for r, b in zip(rows, bonus, strict=True) if r.view.hand.bit_count() > endgame
+            ]
+            for r, v, b in zip(rolled, values, extra, strict=True):
                 totals = dict(zip(r.candidates, v.sum(axis=0).tolist(), strict=True))
-                out[r.index] = _best(r.groups, totals)
+                out[r.index] = _best(r.groups, totals, len(r.deals), b)
             alone = [r for r in rows if r.view.hand.bit_count() <= endgame]
         else:
             alone = rows
+        by_index = {r.index: b for r, b in zip(rows, bonus, strict=True)}
         for r in alone:  # one row at a time, in Python
             totals = dict.fromkeys(r.candidates, 0)
             for dealt in r.deals:
@@ -401,7 +457,7 @@ class SearchAgent(Agent):
                 assert values1 is not None  # no stop: every candidate is scored
                 for c in r.candidates:
                     totals[c] += values1[c]
-            out[r.index] = _best(r.groups, totals)
+            out[r.index] = _best(r.groups, totals, len(r.deals), by_index[r.index])
         last = rows[-1]
         self.stats = SearchStats(
             samples=len(last.deals),
@@ -443,6 +499,7 @@ def choose_card(
     stats: SearchStats | None = None,
     prior: Callable[[Sequence[dict[int, int]]], np.ndarray | None] | None = None,
     obligada: bool = False,
+    policy_probs: np.ndarray | None = None,
 ) -> int:
     """The legal card with the best mean result over sampled deals (relative seats: 0 me).
 
@@ -458,6 +515,8 @@ def choose_card(
     every further card; a sample cut short is dropped, and the first sample is always
     finished (so there is always a choice). ``obligada``: the game is played with obligada
     (RULES.md, Variants), in the deals sampled and in the play simulated on them.
+    ``policy_probs`` (a policy's 56 action probabilities here) add ``config.policy`` x their
+    log to each card's mean (:func:`policy_bonus`).
     """
     start = clock()
     hidden, trick, groups = _setup(view, legal, obligada)
@@ -491,7 +550,9 @@ def choose_card(
     if stats is not None:
         stats.samples, stats.seconds, stats.candidates = done, clock() - start, len(candidates)
         stats.drawn = drawn[0]
-    return _best(groups, totals)
+    if policy_probs is None or not config.policy:
+        return _best(groups, totals)
+    return _best(groups, totals, done, policy_bonus(policy_probs, groups, config.policy))
 
 
 def _setup(
@@ -510,11 +571,32 @@ def _setup(
     return hidden, trick, card_groups(legal, in_play)
 
 
-def _best(groups: Sequence[Sequence[int]], totals: dict[int, int]) -> int:
+def _best(
+    groups: Sequence[Sequence[int]],
+    totals: dict[int, int],
+    samples: int = 1,
+    bonus: dict[int, float] | None = None,
+) -> int:
     """The card of the group with the best total (ties: fewer points, then the lower id),
-    the lowest card of that group."""
-    best = max(totals, key=lambda c: (totals[c], -POINTS[c], -c))
+    the lowest card of that group. With ``bonus`` (the policy prior, by group), the best
+    mean over the ``samples`` plus its bonus."""
+    if bonus is None:
+        best = max(totals, key=lambda c: (totals[c], -POINTS[c], -c))
+    else:
+        best = max(totals, key=lambda c: (totals[c] / samples + bonus[c], -POINTS[c], -c))
     return min(next(g for g in groups if g[0] == best))
+
+
+def policy_bonus(
+    probs: np.ndarray, groups: Sequence[Sequence[int]], weight: float
+) -> dict[int, float]:
+    """``weight`` x the log of each group's probability under a policy's action
+    probabilities ``probs`` (56 wide), by the group's first card: the ``policy`` prior."""
+    out = {}
+    for g in groups:
+        mass = float(sum(probs[c] for c in g))
+        out[g[0]] = weight * math.log(max(mass, 1e-12))
+    return out
 
 
 @dataclass
