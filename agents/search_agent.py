@@ -155,24 +155,16 @@ class SearchConfig:
             if not low <= number <= top:
                 _refuse(key, value)
             object.__setattr__(self, key, number)
-        budget = self.budget
-        if (
-            isinstance(budget, bool)
-            or not isinstance(budget, Real)
-            or not math.isfinite(budget)
-            or not 0 <= budget <= BUDGET_MAX
-        ):
-            _refuse("budget", budget)
-        object.__setattr__(self, "budget", float(budget))
-        policy = self.policy
-        if (
-            isinstance(policy, bool)
-            or not isinstance(policy, Real)
-            or not math.isfinite(policy)
-            or not 0 <= policy <= POLICY_MAX
-        ):
-            _refuse("policy", policy)
-        object.__setattr__(self, "policy", float(policy))
+        for key, most in (("budget", BUDGET_MAX), ("policy", POLICY_MAX)):
+            real: float = getattr(self, key)
+            if (
+                isinstance(real, bool)
+                or not isinstance(real, Real)
+                or not math.isfinite(real)
+                or not 0 <= real <= most
+            ):
+                _refuse(key, real)
+            object.__setattr__(self, key, float(real))
         if not isinstance(self.bidding, str) or not self.bidding.strip():
             _refuse("bidding", self.bidding)
         if self.bidding.split(":", 1)[0].strip().lower() == "search":
