@@ -372,9 +372,7 @@ class SearchAgent(Agent):
             return legal.bit_length() - 1
         prior = self._prior(observation, view)
         self.stats = SearchStats()
-        probs = None
-        if self.config.policy and self.bidding is not None:
-            probs = self.bidding.action_probs_batch(observation[None], action_mask[None])
+        probs = self._policy_probs(observation[None], action_mask[None])
         return choose_card(
             view,
             legal,
@@ -394,6 +392,13 @@ class SearchAgent(Agent):
         if self.bidding is None or (self.config.infer or 0) <= 1:
             return None
         return BiddingPrior(self.bidding, observation, view, self.options, self._bids).weights
+
+    def _policy_probs(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray | None:
+        """The bidding agent's action probabilities for these rows when ``policy`` asks for
+        them (None: no prior)."""
+        if not self.config.policy or self.bidding is None:
+            return None
+        return self.bidding.action_probs_batch(obs, masks)
 
     def _act_rows(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """Decisions without a time budget: every row's deals drawn in turn, then their
@@ -415,30 +420,23 @@ class SearchAgent(Agent):
             rows.append(_Searched(i, view, trick, groups, deals, drawn[0]))
         if not rows:
             return out
-        bonus: list[dict[int, float] | None] = [None] * len(rows)
-        if self.config.policy and self.bidding is not None:
-            at = [r.index for r in rows]
-            probs = self.bidding.action_probs_batch(obs[at], masks[at])
-            if probs is not None:
-                bonus = [
-                    policy_bonus(p, r.groups, self.config.policy)
-                    for p, r in zip(probs, rows, strict=True)
-                ]
+        bonus: dict[int, dict[int, float]] = {}  # by row index: the policy prior
+        at = [r.index for r in rows]
+        probs = self._policy_probs(obs[at], masks[at]) if self.config.policy else None
+        if probs is not None:
+            for p, r in zip(probs, rows, strict=True):
+                bonus[r.index] = policy_bonus(p, r.groups, self.config.policy)
         endgame = self.config.endgame
         rolled = [r for r in rows if r.view.hand.bit_count() > endgame]
         n_rollouts = sum(len(r.deals) * len(r.groups) for r in rolled)
         if endgame < len(BATCH_ROLLOUTS_MIN) and n_rollouts >= BATCH_ROLLOUTS_MIN[endgame]:
             values = _batch_values(rolled, endgame, self.obligada)
-            extra = [
-                b for r, b in zip(rows, bonus, strict=True) if r.view.hand.bit_count() > endgame
-            ]
-            for r, v, b in zip(rolled, values, extra, strict=True):
+            for r, v in zip(rolled, values, strict=True):
                 totals = dict(zip(r.candidates, v.sum(axis=0).tolist(), strict=True))
-                out[r.index] = _best(r.groups, totals, len(r.deals), b)
+                out[r.index] = _best(r.groups, totals, len(r.deals), bonus.get(r.index))
             alone = [r for r in rows if r.view.hand.bit_count() <= endgame]
         else:
             alone = rows
-        by_index = {r.index: b for r, b in zip(rows, bonus, strict=True)}
         for r in alone:  # one row at a time, in Python
             totals = dict.fromkeys(r.candidates, 0)
             for dealt in r.deals:
@@ -449,7 +447,7 @@ class SearchAgent(Agent):
                 assert values1 is not None  # no stop: every candidate is scored
                 for c in r.candidates:
                     totals[c] += values1[c]
-            out[r.index] = _best(r.groups, totals, len(r.deals), by_index[r.index])
+            out[r.index] = _best(r.groups, totals, len(r.deals), bonus.get(r.index))
         last = rows[-1]
         self.stats = SearchStats(
             samples=len(last.deals),

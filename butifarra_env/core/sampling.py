@@ -105,6 +105,8 @@ class HiddenDeal:
         fit it switches too (a time-budgeted search passes :data:`REJECTION_TRIES`). The
         default (None) keeps the draws of the evaluation protocol's search member as they
         were published; either way the deals are exactly uniform."""
+        if max_fruitless is not None and max_fruitless < 1:
+            raise ValueError(f"max_fruitless must be None or at least 1, got {max_fruitless}")
         out: list[dict[int, int]] = []
         if not self.unseen:
             return [dict.fromkeys(self.seats, 0) for _ in range(k)]
@@ -114,8 +116,6 @@ class HiddenDeal:
         starts = (np.cumsum(sizes) - sizes)[held]
         forbidden = np.array(self.forbidden, dtype=np.uint64)
         rows = np.broadcast_to(bits, (2 * k + 8, len(bits)))
-        if max_fruitless is not None and max_fruitless < 1:
-            raise ValueError(f"max_fruitless must be None or at least 1, got {max_fruitless}")
         fruitless = 0  # uniform draws in a row that did not fit
         while len(out) < k and not self._counting:
             n = 2 * (k - len(out)) + 8
