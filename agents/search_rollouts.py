@@ -32,6 +32,7 @@ from butifarra_env.core.rules import (
     TRUMP_UNSET,
     WINNERS_FLAT,
     WINNERS_STRIDE,
+    add_to_trick_array,
     legal_cards_array,
 )
 
@@ -61,7 +62,6 @@ _LED = FOLLOW
 """The cards that follow the led suit; :data:`NO_SUIT` (an empty trick): every card."""
 _TRUMPS = np.array([*_SUIT_MASK, 0, 0], dtype=_U)
 """The trump cards under each trump value (none under butifarra)."""
-_SUIT_OF = np.array(SUIT, dtype=np.int64)
 _POINTS = np.array(POINTS, dtype=np.int64)
 
 
@@ -177,24 +177,6 @@ def _greedy(
     return _pick(chosen, order)
 
 
-def _add(
-    led: np.ndarray,
-    win: np.ndarray,
-    win_seat: np.ndarray,
-    seat: np.ndarray,
-    card: np.ndarray,
-    trump: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`~butifarra_env.core.rules.add_to_trick` over arrays (``win`` 48: none yet)."""
-    takes = ((_WIN[trump, win] >> card.astype(_U)) & _ONE) != 0  # every card beats "none"
-    first = win == _NO_CARD
-    return (
-        np.where(first, _SUIT_OF[card], led),
-        np.where(takes, card, win),
-        np.where(takes, seat, win_seat),
-    )
-
-
 def _last_trick(h: np.ndarray, leader: np.ndarray, trump: np.ndarray) -> np.ndarray:
     """Team A's points from a last trick (one card per hand, every card forced)."""
     rows = np.arange(len(leader))
@@ -205,7 +187,7 @@ def _last_trick(h: np.ndarray, leader: np.ndarray, trump: np.ndarray) -> np.ndar
     for k in range(4):
         s = (leader + k) & 3
         c = _lowest_bit(h[rows, s])
-        led, win, ws = _add(led, win, ws, s, c, trump)
+        led, win, ws = add_to_trick_array(led, win, ws, s, c, trump)
         pts += _POINTS[c]
     return np.where(ws & 1, 0, pts + 1)
 
@@ -242,7 +224,7 @@ def _solve_small(
         opponent = (ws >= 0) & (((ws ^ s) & 1) == 1)
         legal_at.append((legal_cards_array(hand, led, win, opponent, t2, obligada) & card_bit) != 0)
         c = _lowest_bit(card_bit)
-        led, win, ws = _add(led, win, ws, s, c, t2)
+        led, win, ws = add_to_trick_array(led, win, ws, s, c, t2)
         pts += _POINTS[c]
         hands[flat, s] = hand ^ card_bit
     value = np.where(ws & 1, 0, pts + 1) + _last_trick(hands, ws, t2)  # its winner leads
@@ -337,7 +319,7 @@ def rollout_values(
         c = _greedy(h, seat, n, led, win, ws, trump, obligada)
         rows = np.arange(len(idx))
         h[rows, seat] ^= _ONE << c.astype(_U)
-        led, win, ws = _add(led, win, ws, seat, c, trump)
+        led, win, ws = add_to_trick_array(led, win, ws, seat, c, trump)
         pts = pts + _POINTS[c]
         n = n + 1
         held = held - 1

@@ -1,5 +1,6 @@
 """``rules.legal_cards_array`` (what the batched engine and the search's batched rollouts
-call) equals ``rules.legal_cards`` entry by entry, on positions of every kind."""
+call) equals ``rules.legal_cards`` entry by entry, on positions of every kind, and
+``rules.add_to_trick_array`` (the search's rollouts) equals ``rules.add_to_trick``."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import pytest
 
 from butifarra_env.core.cards import N_CARDS, SUIT
 from butifarra_env.core.rules import (
+    EMPTY_TRICK,
     NO_SUIT,
     TRUMP_UNSET,
     WINNERS_FLAT,
     WINNERS_STRIDE,
+    add_to_trick,
+    add_to_trick_array,
     legal_cards,
     legal_cards_array,
     winners,
@@ -67,3 +71,28 @@ def test_winners_table_is_winners_with_an_empty_trick_column() -> None:
     for t in range(TRUMP_UNSET + 1):
         for w in range(WINNERS_STRIDE):
             assert int(table[t, w]) == winners(t, w)
+
+
+def test_add_to_trick_array_folds_tricks_as_the_scalar_rule() -> None:
+    """Whole tricks of four distinct cards, folded card by card both ways, under every trump
+    value; the winner changes hands at least once in most tricks, so a fold that kept the
+    first card (or took every card) fails."""
+    rng = np.random.default_rng(9)
+    n = 3000
+    trump = rng.integers(0, TRUMP_UNSET + 1, size=n)  # suits, butifarra and "unset"
+    cards = np.array([rng.choice(N_CARDS, size=4, replace=False) for _ in range(n)])
+    leader = rng.integers(0, 4, size=n)
+    led = np.full(n, NO_SUIT, dtype=np.int64)
+    win = np.full(n, N_CARDS, dtype=np.int64)
+    win_seat = np.full(n, -1, dtype=np.int64)
+    scalar = [EMPTY_TRICK] * n
+    changes = 0
+    for k in range(4):
+        seat = (leader + k) & 3
+        led, win, win_seat = add_to_trick_array(led, win, win_seat, seat, cards[:, k], trump)
+        for i in range(n):
+            before = scalar[i][1]
+            scalar[i] = add_to_trick(scalar[i], int(seat[i]), int(cards[i, k]), int(trump[i]))
+            changes += k > 0 and scalar[i][1] != before
+            assert (int(led[i]), int(win[i]), int(win_seat[i])) == scalar[i], (i, k)
+    assert n < changes < 3 * n

@@ -252,8 +252,32 @@ FOLLOW = np.array([*SUIT_MASK, ALL_CARDS], dtype=np.uint64)
 """``FOLLOW[led]``: the cards that follow the led suit; ``FOLLOW[NO_SUIT]``: every card."""
 LOWEST_TABLE = np.array(LOWEST_IN_SUIT, dtype=np.uint64)
 """:data:`LOWEST_IN_SUIT` as an array (obligada's lookup)."""
+SUIT_ARRAY = np.array(SUIT, dtype=np.int64)
+"""``SUIT_ARRAY[card]``: the card's suit, for array code."""
 _SUIT0_U = np.uint64(_SUIT0)
 _ZERO_U = np.uint64(0)
+_ONE_U = np.uint64(1)
+
+
+def add_to_trick_array(
+    led_suit: np.ndarray,
+    win: np.ndarray,
+    win_seat: np.ndarray,
+    seat: np.ndarray,
+    card: np.ndarray,
+    trump: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`add_to_trick` over arrays, one trick per entry: the new ``(led_suit, win,
+    win_seat)`` after ``seat`` plays ``card``. ``win`` is :data:`N_CARDS` while the trick is
+    empty (then the card sets the led suit and wins); ``tests/test_rules_array.py`` holds
+    it to :func:`add_to_trick`."""
+    takes = (np.take(WINNERS_FLAT, trump * WINNERS_STRIDE + win) >> card.astype(np.uint64)) & _ONE_U
+    takes = takes != 0
+    return (
+        np.where(win == N_CARDS, np.take(SUIT_ARRAY, card), led_suit),
+        np.where(takes, card, win),
+        np.where(takes, seat, win_seat),
+    )
 
 
 def legal_cards_array(
