@@ -76,6 +76,7 @@ from butifarra_env.core.actions import (
 )
 from butifarra_env.core.observation import OBS_SIZE, layout, read_view
 from butifarra_env.core.observation import field as obs_field
+from butifarra_env.core.rules import multiplier
 from butifarra_env.envs.batched import BatchedEnv
 from butifarra_env.envs.batched_torch import TorchBatchedEnv
 from train import ppo_checkpoint as checkpoint
@@ -893,8 +894,23 @@ def flat_batch(batch: Batch, cfg: Config, device: torch.device) -> dict[str, tor
     names += ("hid",) if needs_hidden(cfg) else ()
     flat = {k: torch.as_tensor(batch[k][valid]).to(device) for k in names}
     flat["adv"] = torch.as_tensor(adv[valid]).to(device)
+    if cfg.adv_per_multiplier:
+        obs, mask = (np.asarray(x.cpu()) for x in (flat["obs"], flat["mask"]))
+        flat["adv"] /= torch.as_tensor(card_multipliers(obs, mask)).to(device)
     flat["ret"] = torch.as_tensor(ret[valid]).to(device)
     return flat
+
+
+def card_multipliers(obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The hand's multiplier (``rules.multiplier``, read from the observation) at each card
+    decision, 1 at bidding and doubling decisions: ``adv_per_multiplier``'s divisors."""
+    if not len(obs):
+        return np.ones(0, np.float32)
+    trump = obs_field(obs, "trump").argmax(-1)
+    level = obs_field(obs, "doubling_level").argmax(-1).astype(np.int64)
+    base = int(obs_field(obs, "butifarra_base")[0, 0])  # the run's option: one value
+    mult = multiplier(trump, level, base)
+    return np.where(bidding_rows(mask), 1, mult).astype(np.float32)
 
 
 def value_loss(
