@@ -49,7 +49,6 @@ from butifarra_env.core.cards import (
     POINTS,
     STRENGTH,
     STRENGTH_ORDER,
-    SUIT,
     SUIT_MASK,
 )
 from butifarra_env.core.observation import CARD_FIELDS, OBS_SIZE, field
@@ -63,6 +62,7 @@ from butifarra_env.core.rules import (
     TRUMP_UNSET,
     WINNERS,
 )
+from butifarra_env.core.rules import SUIT_ARRAY as _SUIT
 
 __all__ = ["decide_batch"]
 
@@ -166,7 +166,6 @@ _PATTERN_POINTS = np.array(PATTERN_POINTS, dtype=np.int64)
 
 # ---------------------------------------------------------------- per-card tables
 _CARD = np.arange(N_CARDS, dtype=np.int64)
-_SUIT = np.array(SUIT, dtype=np.int64)
 _NUMBER = np.array(NUMBER, dtype=np.int64)
 _POINTS = np.array(POINTS, dtype=np.int64)
 _STRENGTH = np.array(STRENGTH, dtype=np.int64)

@@ -24,12 +24,12 @@ from agents.registry import make_agent
 from agents.search_agent import BiddingPrior, SearchAgent, _draw_deals
 from agents.search_rollouts import rollout_values
 from butifarra_env.core.actions import DOUBLE, PASS
-from butifarra_env.core.cards import POINTS, SUIT, TOTAL_POINTS, cards_of
+from butifarra_env.core.cards import POINTS, TOTAL_POINTS, cards_of
 from butifarra_env.core.observation import View, pack_bits
 from butifarra_env.core.rules import PHASE_DOUBLING
+from butifarra_env.core.rules import SUIT_ARRAY as _SUIT
 from butifarra_env.core.sampling import HiddenDeal
 
-_SUIT = np.array(SUIT)
 _POINTS = np.array(POINTS)
 
 
