@@ -1,8 +1,8 @@
 """Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
 
 A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
-``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"``). A PPO spec may end in
-``allow_variants`` (``"ppo:allow_variants"``, ``"ppo:ckpt.pt,allow_variants"``,
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"``, ``"ppo-r6"``). A PPO spec
+may end in ``allow_variants`` (``"ppo:allow_variants"``, ``"ppo:ckpt.pt,allow_variants"``,
 ``"ppo-r1:allow_variants"``): the policy then plays the regional variants it was not
 trained under instead of refusing them (:meth:`agents.base.Agent.set_options`). Each name
 maps to a factory in :data:`AGENT_FACTORIES`; factories import their agent's module when
@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_PPO_CHECKPOINT",
     "R1_PPO_CHECKPOINT",
     "R5_PPO_CHECKPOINT",
+    "R6_PPO_CHECKPOINT",
     "AgentFactory",
     "agent_names",
     "make_agent",
@@ -34,11 +35,14 @@ DEFAULT_PPO_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "ppo_
 """The shipped PPO policy, used by the spec ``"ppo"`` without a path."""
 R1_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r1.pt")
 """The first shipped PPO policy (release 1), the spec ``"ppo-r1"``: the evaluation panel's
-``ppo`` and the search agent's default bidder, so that the figures measured with them stay
+``ppo`` and its search member's bidder, so that the figures measured with them stay
 reproducible after a stronger policy became ``"ppo"``."""
 R5_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r5.pt")
 """Release 5 of the shipped PPO policy (``"ppo"`` until release 6), the spec ``"ppo-r5"``:
 kept so that the figures measured with it can be reproduced and compared with."""
+R6_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r6.pt")
+"""Release 6 of the shipped PPO policy (``"ppo"`` until release 7), the spec ``"ppo-r6"``:
+kept for the same reason, and the search agent's default bidder (``bidding=auto``)."""
 
 AgentFactory = Callable[[str | None, int | None], Agent]
 """``factory(argument, seed)``: ``argument`` is the text after ``:`` in the spec (or None)."""
@@ -146,8 +150,10 @@ def _make_search(argument: str | None, seed: int | None) -> Agent:
     fallback = None
     if spec == "auto":
         try:
-            bidding = make_agent("ppo", seed)  # the shipped policy (ppo-r1 until release 6)
-            fallback = make_agent("rule", seed)  # bids the variants ppo cannot play
+            # release 6: it bids better for the search than ppo-r1 (the default before it)
+            # and level with release 7 (docs/search.md)
+            bidding = make_agent("ppo-r6", seed)
+            fallback = make_agent("rule", seed)  # bids the variants ppo-r6 cannot play
         except ValueError:  # no torch or no checkpoint: the rule-based player bids
             bidding = make_agent("rule", seed)
     else:  # SearchConfig refused bidding=search... already
@@ -161,6 +167,7 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "ppo": _make_ppo,
     "ppo-r1": _release("ppo-r1", R1_PPO_CHECKPOINT),
     "ppo-r5": _release("ppo-r5", R5_PPO_CHECKPOINT),
+    "ppo-r6": _release("ppo-r6", R6_PPO_CHECKPOINT),
     "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""

@@ -9,10 +9,12 @@ card itself. The card with the best mean wins. Because the score difference of a
 ``(my team's points - 36) x multiplier`` either way, maximising expected points is
 maximising expected score.
 
-Bidding (trump choice, delegation, doubling) is left to another agent (the shipped PPO
-policy, ``ppo``, when torch is installed, else the rule-based player):
-:attr:`SearchConfig.bidding`. Until release 6 of that policy the default bidder was release
-1 (``ppo-r1``), which the figures measured before then used (``bidding=ppo-r1`` repeats them).
+Bidding (trump choice, delegation, doubling) is left to another agent (release 6 of the
+PPO policy, ``ppo-r6``, when torch is installed, else the rule-based player):
+:attr:`SearchConfig.bidding`. Release 6 bids better for the search than release 1
+(``ppo-r1``), the default bidder before it and of the figures measured then
+(``bidding=ppo-r1`` repeats them); release 7, shipped since as ``ppo``, bids level with
+release 6 for it, so the default stayed (docs/search.md).
 
 Variants (RULES.md): told the game's options (:meth:`SearchAgent.set_options`), the search
 simulates obligada play in its rollouts, the solver and the sampler (a seat that followed
@@ -124,9 +126,10 @@ class SearchConfig:
     """Solve exactly once this many tricks (or fewer) are left; roll out before that. 0 to
     :data:`ENDGAME_MAX`."""
     bidding: str = "auto"
-    """Agent spec for trump choice and doubling: "auto" (``ppo``, the shipped PPO policy, if
-    torch is there; else ``rule``). It bids better than ``ppo-r1``, the default until release
-    6 and the bidder of every search figure measured before it (``bidding=ppo-r1``)."""
+    """Agent spec for trump choice and doubling: "auto" (``ppo-r6``, release 6 of the PPO
+    policy, if torch is there; else ``rule``). It bids better than ``ppo-r1``, the default
+    before release 6 and the bidder of every search figure measured before it
+    (``bidding=ppo-r1``), and level with release 7 (``bidding=ppo``)."""
     infer: int | None = None
     """Bidding inference: draw ``infer`` x ``samples`` deals and keep ``samples`` of them,
     favouring the deals under which the bidding agent's policy would have chosen trump (and

@@ -182,7 +182,7 @@ def test_registry_builds_agents_and_lists_names_on_error() -> None:
     assert isinstance(make_agent("rule"), RuleBasedAgent)
     assert {"random", "rule", "ppo"} <= set(agent_names())
     with pytest.raises(
-        ValueError, match="unknown agent 'nope'; allowed: ppo, ppo-r1, ppo-r5, random, rule"
+        ValueError, match="unknown agent 'nope'; allowed: ppo, ppo-r1, ppo-r5, ppo-r6, random, rule"
     ):
         make_agent("nope")
     with pytest.raises(ValueError, match="takes no argument"):
@@ -553,13 +553,16 @@ R1_SHA256 = "4b8016b4594e8ce4f51479a14d55e12e67adccef880b684d45057fa3f9b2001b"
 """The first shipped PPO policy (release 1), as committed before a stronger one replaced it."""
 R5_SHA256 = "932c44bf09a6305c2c5bc4c97dd42379a10cefbdc7bf954db5998e60c9d44d33"
 """Release 5, as shipped as ``ppo`` before release 6."""
+R6_SHA256 = "f5eba25adf347a8e53ebc7e50122a1686cce49e0efe983621da43566e386fe38"
+"""Release 6, as shipped as ``ppo`` before release 7."""
 
 
 def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     """Figures measured with the first shipped policy stay reproducible: ``ppo-r1`` is that
     file, byte for byte, and the evaluation panel and its search member's bidder use it,
-    whatever ``ppo`` is now; the search agent's default bidder is the shipped ``ppo``
-    (release 6 on), and ``bidding=ppo-r1`` gives the bidder of the earlier search figures."""
+    whatever ``ppo`` is now; the search agent's default bidder is release 6 (``ppo-r6``,
+    which bids level with release 7 for it), and ``bidding=ppo-r1`` gives the bidder of the
+    earlier search figures."""
     import hashlib
 
     need("torch")
@@ -572,23 +575,27 @@ def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     with pytest.raises(ValueError, match="'ppo-r1' takes no argument"):
         make_agent("ppo-r1:other.pt")
     assert PANEL["ppo"] == "ppo-r1" and PANEL_SEARCH.endswith("bidding=ppo-r1")
-    from agents import DEFAULT_PPO_CHECKPOINT
+    from agents import R6_PPO_CHECKPOINT
 
     search = make_agent("search", seed=0)
-    assert search.bidding.checkpoint_path == str(DEFAULT_PPO_CHECKPOINT)  # type: ignore[attr-defined]
+    assert search.bidding.checkpoint_path == str(R6_PPO_CHECKPOINT)  # type: ignore[attr-defined]
     earlier = make_agent("search:bidding=ppo-r1", seed=0)
     assert earlier.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
 
 
-def test_ppo_r5_is_release_5_byte_for_byte() -> None:
+@pytest.mark.parametrize("release", [5, 6])
+def test_earlier_releases_are_kept_byte_for_byte(release: int) -> None:
+    """``ppo-r5`` and ``ppo-r6`` are the files once shipped as ``ppo``, unchanged."""
     import hashlib
 
     need("torch")
-    from agents import R5_PPO_CHECKPOINT
+    from agents import R5_PPO_CHECKPOINT, R6_PPO_CHECKPOINT
 
-    assert hashlib.sha256(R5_PPO_CHECKPOINT.read_bytes()).hexdigest() == R5_SHA256
-    r5 = make_agent("ppo-r5", seed=0)
-    assert r5.checkpoint_path == str(R5_PPO_CHECKPOINT)  # type: ignore[attr-defined]
-    assert make_agent("ppo-r5:allow_variants").supported_variants  # type: ignore[attr-defined]
-    with pytest.raises(ValueError, match="'ppo-r5' takes no argument"):
-        make_agent("ppo-r5:other.pt")
+    path, digest = {5: (R5_PPO_CHECKPOINT, R5_SHA256), 6: (R6_PPO_CHECKPOINT, R6_SHA256)}[release]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    spec = f"ppo-r{release}"
+    agent = make_agent(spec, seed=0)
+    assert agent.checkpoint_path == str(path)  # type: ignore[attr-defined]
+    assert make_agent(f"{spec}:allow_variants").supported_variants  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=f"'{spec}' takes no argument"):
+        make_agent(f"{spec}:other.pt")

@@ -64,7 +64,7 @@ def test_flat_batch_divides_card_advantages_only() -> None:
         "rew": rng.normal(size=(2, 4)).astype(np.float32),
     }
     cpu = torch.device("cpu")
-    plain = Config(central_value=False, belief=False)
+    plain = Config(central_value=False, belief=False, adv_per_multiplier=False)
     off = flat_batch(batch, plain, cpu)
     on = flat_batch(batch, Config(central_value=False, belief=False, adv_per_multiplier=True), cpu)
     divisor = torch.as_tensor(want[: 2 * n], dtype=torch.float32)

@@ -197,7 +197,8 @@ def test_many_rollouts_are_played_in_chunks_with_the_same_values(
 
 
 # Recorded with the code before the batched rollouts and the faster sampler (91aab89): the
-# first 24 deals of test_v1, the shipped ppo against the panel's search member, seed 0.
+# first 24 deals of test_v1, release 6 (shipped as ppo then, ppo-r6 now) against the panel's
+# search member, seed 0.
 PANEL_POINTS_A = [
     23, 39, 50, 26, 32, 10, 19, 72, 11, 41, 49, 38, 32, 41, 41, 32, 33, 40, 34, 38, 29, 43, 29, 47,
     26, 43, 13, 62, 46, 22, 43, 24, 35, 43, 37, 35, 56, 16, 40, 23, 38, 43, 37, 29, 29, 40, 42, 30,
@@ -217,6 +218,6 @@ def test_the_panel_search_member_plays_the_hands_protocol_1_recorded() -> None:
     from agents.evaluation.protocol import PANEL_SEARCH
 
     search = make_agent(PANEL_SEARCH, seed=0)
-    result = duel(make_agent("ppo", seed=0), search, 24, seed=0, deals=load_deal_set("test"))
+    result = duel(make_agent("ppo-r6", seed=0), search, 24, seed=0, deals=load_deal_set("test"))
     assert result.hands["points_a"].tolist() == PANEL_POINTS_A
     assert result.hands["diff_a"].tolist() == PANEL_DIFF_A

@@ -170,12 +170,13 @@ class Config:
     """Gradient-norm clipping."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
-    adv_per_multiplier: bool = False
+    adv_per_multiplier: bool = True
     """Divide the advantage of each card decision by its hand's multiplier (trump base x
     doubling factor, fixed and seen before the first card). Each card position's gradient
     is scaled by a positive constant, so the best card play is unchanged; hands played at
     x4 or x8 stop dominating the minibatch's normalised advantages. Bids and doubles keep
-    the multiplied advantage, which is what they change."""
+    the multiplied advantage, which is what they change. The default since release 7;
+    ``--no-adv-per-multiplier`` is the earlier recipe."""
     target_kl: float | None = None
     """Stop the epochs early when the approximate KL exceeds this (None = never)."""
 
