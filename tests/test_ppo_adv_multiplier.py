@@ -10,11 +10,12 @@ from tests.extras import need
 
 torch = need("torch")
 
-from butifarra_env.core.actions import N_ACTIONS  # noqa: E402
+from butifarra_env.core.actions import mask_from_bits  # noqa: E402
 from butifarra_env.core.game import Game  # noqa: E402
 from butifarra_env.core.observation import encode  # noqa: E402
 from butifarra_env.core.options import Options  # noqa: E402
 from butifarra_env.core.rules import PHASE_PLAY, random_deal  # noqa: E402
+from tests.helpers import choose_batch_actions  # noqa: E402
 from train.ppo import Config, card_multipliers, flat_batch  # noqa: E402
 
 
@@ -26,15 +27,11 @@ def _decisions(options: Options, games: int, seed: int) -> tuple[np.ndarray, ...
     for g in range(games):
         game = Game(options, g % 4, random_deal(rng, g % 4))
         while not game.is_over:
-            legal = game.legal_actions()
-            mask = np.zeros(N_ACTIONS, dtype=np.int8)
-            mask[legal] = 1
+            mask = mask_from_bits(game.legal)
             obs.append(encode(game, game.to_move))
             masks.append(mask)
             want.append(game.multiplier if game.phase == PHASE_PLAY else 1)
-            game.step(
-                int(legal[-1] if len(legal) > 1 and rng.random() < 0.5 else rng.choice(legal))
-            )
+            game.step(int(choose_batch_actions(rng, mask[None], 0.5)[0]))
     return np.stack(obs), np.stack(masks), np.array(want)
 
 
