@@ -1,10 +1,11 @@
 """Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
 
 A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
-``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"``, ``"ppo-r6"``). A PPO spec
-may end in ``allow_variants`` (``"ppo:allow_variants"``, ``"ppo:ckpt.pt,allow_variants"``,
-``"ppo-r1:allow_variants"``): the policy then plays the regional variants it was not
-trained under instead of refusing them (:meth:`agents.base.Agent.set_options`). Each name
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"``, ``"ppo-r6"``,
+``"ppo-r7"``). A PPO spec may end in ``allow_variants`` (``"ppo:allow_variants"``,
+``"ppo:ckpt.pt,allow_variants"``, ``"ppo-r1:allow_variants"``): the policy then plays the
+regional variants it was not trained under instead of refusing them
+(:meth:`agents.base.Agent.set_options`). Each name
 maps to a factory in :data:`AGENT_FACTORIES`; factories import their agent's module when
 called, so that ``import agents`` stays cheap and torch is only loaded when a PPO agent is
 asked for. To add an agent, add one line to :data:`AGENT_FACTORIES` (or call
@@ -25,6 +26,7 @@ __all__ = [
     "R1_PPO_CHECKPOINT",
     "R5_PPO_CHECKPOINT",
     "R6_PPO_CHECKPOINT",
+    "R7_PPO_CHECKPOINT",
     "AgentFactory",
     "agent_names",
     "make_agent",
@@ -43,6 +45,9 @@ kept so that the figures measured with it can be reproduced and compared with.""
 R6_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r6.pt")
 """Release 6 of the shipped PPO policy (``"ppo"`` until release 7), the spec ``"ppo-r6"``:
 kept for the same reason, and the search agent's default bidder (``bidding=auto``)."""
+R7_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r7.pt")
+"""Release 7 of the shipped PPO policy (``"ppo"`` until release 8), the spec ``"ppo-r7"``:
+kept for the same reason."""
 
 AgentFactory = Callable[[str | None, int | None], Agent]
 """``factory(argument, seed)``: ``argument`` is the text after ``:`` in the spec (or None)."""
@@ -168,6 +173,7 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "ppo-r1": _release("ppo-r1", R1_PPO_CHECKPOINT),
     "ppo-r5": _release("ppo-r5", R5_PPO_CHECKPOINT),
     "ppo-r6": _release("ppo-r6", R6_PPO_CHECKPOINT),
+    "ppo-r7": _release("ppo-r7", R7_PPO_CHECKPOINT),
     "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""

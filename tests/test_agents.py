@@ -182,7 +182,8 @@ def test_registry_builds_agents_and_lists_names_on_error() -> None:
     assert isinstance(make_agent("rule"), RuleBasedAgent)
     assert {"random", "rule", "ppo"} <= set(agent_names())
     with pytest.raises(
-        ValueError, match="unknown agent 'nope'; allowed: ppo, ppo-r1, ppo-r5, ppo-r6, random, rule"
+        ValueError,
+        match="unknown agent 'nope'; allowed: ppo, ppo-r1, ppo-r5, ppo-r6, ppo-r7, random, rule",
     ):
         make_agent("nope")
     with pytest.raises(ValueError, match="takes no argument"):
@@ -555,14 +556,16 @@ R5_SHA256 = "932c44bf09a6305c2c5bc4c97dd42379a10cefbdc7bf954db5998e60c9d44d33"
 """Release 5, as shipped as ``ppo`` before release 6."""
 R6_SHA256 = "f5eba25adf347a8e53ebc7e50122a1686cce49e0efe983621da43566e386fe38"
 """Release 6, as shipped as ``ppo`` before release 7."""
+R7_SHA256 = "03ba7d82a7443da5960f5e2528e035c3df9d0a6f89cf86545a223d33e4a44fd6"
+"""Release 7, as shipped as ``ppo`` before release 8."""
 
 
 def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     """Figures measured with the first shipped policy stay reproducible: ``ppo-r1`` is that
     file, byte for byte, and the evaluation panel and its search member's bidder use it,
     whatever ``ppo`` is now; the search agent's default bidder is release 6 (``ppo-r6``,
-    which bids level with release 7 for it), and ``bidding=ppo-r1`` gives the bidder of the
-    earlier search figures."""
+    which bids level with release 7 for it and stays that bidder since), and
+    ``bidding=ppo-r1`` gives the bidder of the earlier search figures."""
     import hashlib
 
     need("torch")
@@ -583,15 +586,19 @@ def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     assert earlier.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("release", [5, 6])
+@pytest.mark.parametrize("release", [5, 6, 7])
 def test_earlier_releases_are_kept_byte_for_byte(release: int) -> None:
-    """``ppo-r5`` and ``ppo-r6`` are the files once shipped as ``ppo``, unchanged."""
+    """``ppo-r5``, ``ppo-r6`` and ``ppo-r7`` are the files once shipped as ``ppo``, unchanged."""
     import hashlib
 
     need("torch")
-    from agents import R5_PPO_CHECKPOINT, R6_PPO_CHECKPOINT
+    from agents import R5_PPO_CHECKPOINT, R6_PPO_CHECKPOINT, R7_PPO_CHECKPOINT
 
-    path, digest = {5: (R5_PPO_CHECKPOINT, R5_SHA256), 6: (R6_PPO_CHECKPOINT, R6_SHA256)}[release]
+    path, digest = {
+        5: (R5_PPO_CHECKPOINT, R5_SHA256),
+        6: (R6_PPO_CHECKPOINT, R6_SHA256),
+        7: (R7_PPO_CHECKPOINT, R7_SHA256),
+    }[release]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     spec = f"ppo-r{release}"
     agent = make_agent(spec, seed=0)

@@ -201,9 +201,10 @@ def test_each_finished_hand_is_one_whole_hand_of_the_learner(
 ) -> None:
     """Rollouts of 30 steps (a hand takes at least 49: every hand spans two rollouts, so the
     torch engine's buffers carry it over): each finished hand holds the learner's decisions
-    of one hand, its team's 24 card plays (all 48 in self-play) and nothing of the other
-    team's, and the teacher's action where it was asked is the rule-based one."""
-    st, model, pool, cfg, rng = rollout_setup(tmp_path, kind(CPU), num_steps=30)
+    of one hand, its team's 24 card plays (all 48 in self-play; forced moves included, with
+    ``skip_forced`` off) and nothing of the other team's, and the teacher's action where it
+    was asked is the rule-based one."""
+    st, model, pool, cfg, rng = rollout_setup(tmp_path, kind(CPU), num_steps=30, skip_forced=False)
     hands = 0
     for _ in range(5):
         batch, _ = collect_rollout(st, model, pool, cfg, rng, CPU)

@@ -649,6 +649,9 @@ def choose_actions(
     row, of which :meth:`~TorchArrays.assign` keeps its own)."""
     xp, opp, face = st.xp, st.opponent, st.may_face
     learner = (opp == Opponent.SELF) | ((st.seat & 1) == st.learner_team)
+    forced = learner & (st.mask.sum(1) == 1) if cfg.skip_forced else None
+    if forced is not None:  # the only legal action, played without the network or a record
+        learner = learner & ~forced
     mine = xp.select(learner)
     snap = xp.select(~learner & (opp == Opponent.SNAPSHOT))
     fixed = xp.select(~learner & (opp == Opponent.RULE))
@@ -668,6 +671,8 @@ def choose_actions(
         actions = xp.assign(actions, fixed, xp.act(pool.fixed, st.obs, st.mask, fixed))
     if face[Opponent.RANDOM] and xp.some(rand):
         actions = xp.assign(actions, rand, xp.random_actions(xp.rows(st.mask, rand), rng))
+    if forced is not None and xp.some(only := xp.select(forced)):
+        actions = xp.assign(actions, only, xp.rows(st.mask, only).argmax(1))
     return actions
 
 

@@ -177,6 +177,14 @@ class Config:
     x4 or x8 stop dominating the minibatch's normalised advantages. Bids and doubles keep
     the multiplied advantage, which is what they change. The default since release 7;
     ``--no-adv-per-multiplier`` is the earlier recipe."""
+    skip_forced: bool = True
+    """Play the learner's forced moves (one legal action: a quarter of its decisions, all
+    card plays) without the network and leave them out of the buffers. They carry no
+    policy gradient (the probability of the only legal action is 1 under any weights) and
+    no entropy; left out, a seat's GAE chains its previous decision straight to its next
+    real one, the critic is neither asked nor trained there, and the update and the
+    rollout's forward skip a quarter of their rows. The default since release 8;
+    ``--no-skip-forced`` is the earlier recipe."""
     target_kl: float | None = None
     """Stop the epochs early when the approximate KL exceeds this (None = never)."""
 

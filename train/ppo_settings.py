@@ -199,6 +199,7 @@ def init_weights(init_from: str, asked: Mapping[str, Any]) -> dict[str, torch.Te
 # ----------------------------------------------------------------------------- resuming
 ADDED_LATER = {
     "card_features": False, "card_head": False, "teacher_bid_floor": 0.0, "obs_version": 0,
+    "adv_per_multiplier": False, "skip_forced": False,
 }  # fmt: skip
 """Settings a checkpoint written before they existed lacks, with the value such a run had
 (the option off): a resume must not switch them on because today's defaults do."""
