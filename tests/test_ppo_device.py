@@ -172,6 +172,19 @@ def rollout_setup(tmp_path: Path, xp: NumpyArrays, **kw: Any) -> Setup:
     return st, model, pool, cfg, rng
 
 
+def finished_hands(setup: Setup, rollouts: int) -> Iterator[dict[str, np.ndarray]]:
+    """Each hand finished in ``rollouts`` rollouts of ``setup``, its fields as numpy arrays
+    cut to its length (``rew``, one row per hand, left out)."""
+    st, model, pool, cfg, rng = setup
+    for _ in range(rollouts):
+        batch, _ = collect_rollout(st, model, pool, cfg, rng, CPU)
+        if batch is None:
+            continue
+        b = {k: np.asarray(v) for k, v in batch.items() if k != "rew"}
+        for h, n in enumerate(b.pop("len")):
+            yield {k: v[h, :n] for k, v in b.items()}
+
+
 def one_rollout(tmp_path: Path, xp: NumpyArrays) -> dict[str, Any]:
     st, model, pool, cfg, rng = rollout_setup(tmp_path, xp)
     batch, stats = collect_rollout(st, model, pool, cfg, rng, xp.device)
@@ -204,24 +217,19 @@ def test_each_finished_hand_is_one_whole_hand_of_the_learner(
     of one hand, its team's 24 card plays (all 48 in self-play; forced moves included, with
     ``skip_forced`` off) and nothing of the other team's, and the teacher's action where it
     was asked is the rule-based one."""
-    st, model, pool, cfg, rng = rollout_setup(tmp_path, kind(CPU), num_steps=30, skip_forced=False)
+    setup = rollout_setup(tmp_path, kind(CPU), num_steps=30, skip_forced=False)
+    cfg = setup[3]
     hands = 0
-    for _ in range(5):
-        batch, _ = collect_rollout(st, model, pool, cfg, rng, CPU)
-        if batch is None:
-            continue
-        b = {k: np.asarray(v) for k, v in batch.items()}
-        for h, n in enumerate(b["len"]):
-            mask, seat, teach = b["mask"][h, :n], b["seat"][h, :n], b["teach"][h, :n]
-            plays = mask[:, :48].any(1)
-            assert plays.sum() in (24, 48), plays.sum()
-            seats = set(seat[plays].tolist())
-            assert seats in ({0, 2}, {1, 3}, {0, 1, 2, 3}), seats
-            asked = teach >= 0
-            assert asked.any()
-            want = decide_batch(b["obs"][h, :n][asked], mask[asked])
-            np.testing.assert_array_equal(teach[asked], want)
-            hands += 1
+    for hand in finished_hands(setup, 5):
+        mask, seat, teach = hand["mask"], hand["seat"], hand["teach"]
+        plays = mask[:, :48].any(1)
+        assert plays.sum() in (24, 48), plays.sum()
+        seats = set(seat[plays].tolist())
+        assert seats in ({0, 2}, {1, 3}, {0, 1, 2, 3}), seats
+        asked = teach >= 0
+        assert asked.any()
+        np.testing.assert_array_equal(teach[asked], decide_batch(hand["obs"][asked], mask[asked]))
+        hands += 1
     assert hands >= 2 * cfg.num_envs  # the first hands and the next ones
 
 

@@ -17,8 +17,8 @@ torch = need("torch")
 
 from agents.ppo_net import masked_entropy, masked_log_probs  # noqa: E402
 from tests.test_ppo import tiny_config  # noqa: E402
-from tests.test_ppo_device import CPU, rollout_setup  # noqa: E402
-from train.ppo import NumpyArrays, TorchArrays, collect_rollout, model_for, train  # noqa: E402
+from tests.test_ppo_device import CPU, finished_hands, rollout_setup  # noqa: E402
+from train.ppo import NumpyArrays, TorchArrays, model_for, train  # noqa: E402
 from train.ppo_checkpoint import resumed_config  # noqa: E402
 
 
@@ -53,16 +53,9 @@ def test_with_two_legal_actions_there_is_a_gradient() -> None:
 
 def stored_hands(tmp_path: Path, xp: NumpyArrays, skip: bool) -> list[dict[str, np.ndarray]]:
     """The finished hands of four rollouts of 30 steps (every hand spans rollouts)."""
-    st, model, pool, cfg, rng = rollout_setup(tmp_path, xp, num_steps=30, skip_forced=skip)
-    hands = []
-    for _ in range(4):
-        batch, _ = collect_rollout(st, model, pool, cfg, rng, CPU)
-        if batch is None:
-            continue
-        b = {k: np.asarray(v) for k, v in batch.items()}
-        for h, n in enumerate(b["len"]):
-            hands.append({k: b[k][h, :n] for k in ("mask", "act", "seat", "teach")})
-    assert len(hands) >= 2 * cfg.num_envs
+    setup = rollout_setup(tmp_path, xp, num_steps=30, skip_forced=skip)
+    hands = list(finished_hands(setup, 4))
+    assert len(hands) >= 2 * setup[3].num_envs
     return hands
 
 
