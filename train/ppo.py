@@ -649,8 +649,9 @@ def choose_actions(
     row, of which :meth:`~TorchArrays.assign` keeps its own)."""
     xp, opp, face = st.xp, st.opponent, st.may_face
     learner = (opp == Opponent.SELF) | ((st.seat & 1) == st.learner_team)
-    forced = learner & (st.mask.sum(1) == 1) if cfg.skip_forced else None
-    if forced is not None:  # the only legal action, played without the network or a record
+    forced = None
+    if cfg.skip_forced:  # the only legal action, played without the network or a record
+        forced = learner & (st.mask.sum(1) == 1)
         learner = learner & ~forced
     mine = xp.select(learner)
     snap = xp.select(~learner & (opp == Opponent.SNAPSHOT))
