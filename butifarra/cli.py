@@ -166,10 +166,18 @@ def add_arena_parser(sub: argparse._SubParsersAction) -> None:
         "-n deals (the pool), play only K of them drawn by their multipliers",
     )
     p.add_argument(
+        "--baseline",
+        metavar="AGENT",
+        default=None,
+        help="two agents A B: also play this agent against B on the same deals and report A's "
+        "result minus its, paired deal by deal (a narrower interval than two separate runs "
+        "give; docs/evaluation.md)",
+    )
+    p.add_argument(
         "--out",
         metavar="PREFIX",
-        help="write PREFIX.json and PREFIX.csv (per hand for two agents, ratings for a round "
-        "robin); existing files are never overwritten",
+        help="write PREFIX.json and PREFIX.csv (per hand for two agents, per deal with "
+        "--baseline, ratings for a round robin); existing files are never overwritten",
     )
     p.add_argument(
         "--records",
@@ -209,6 +217,10 @@ def run_arena(args: argparse.Namespace) -> int:
         raise CLIError("--importance is for two agents")
     if args.importance is not None and args.matches:
         raise CLIError("--importance plays single deals: give --importance or --matches, not both")
+    if args.baseline is not None and len(args.agents) != 2:
+        raise CLIError("--baseline is for two agents: CANDIDATE OPPONENT --baseline BASELINE")
+    if args.baseline is not None and (args.matches or args.importance is not None):
+        raise CLIError("--baseline pairs plain duplicate deals: not with --matches or --importance")
     # every check before any work, and those that may create a folder (--records) last
     outputs = out_paths(args.out) if args.out is not None else ()
     for path in outputs:
@@ -226,6 +238,9 @@ def run_arena(args: argparse.Namespace) -> int:
             name = f"{spec}#{k}"
             k += 1
         agents[name] = build_agent(spec, args.seed, "AGENT")
+    baseline = None
+    if args.baseline is not None:
+        baseline = build_agent(args.baseline, args.seed, "--baseline")
     if args.records is not None:
         check_records_file(args.records, "--records")
     workers = args.workers or ((os.cpu_count() or 1) if args.deals >= 1000 else 1)
@@ -242,6 +257,23 @@ def run_arena(args: argparse.Namespace) -> int:
             print(ires.summary())
             files = [(outputs[0], json.dumps(ires.to_dict(), indent=2) + "\n")] if outputs else []
             files += [(outputs[1], hands_csv(ires.played))] if outputs else []
+        elif baseline is not None:
+            from agents.evaluation.paired import compare
+
+            (na, a), (nb, b) = agents.items()
+            nbase, k = args.baseline, 2
+            while nbase in (na, nb):
+                nbase, k = f"{args.baseline}#{k}", k + 1
+            pres = compare(
+                a, baseline, b, args.deals, args.seed, names=(na, nbase, nb), workers=workers,
+                progress=progress, records_path=args.records,
+                variance_reduction=coefficients_for(args.agents[1]),
+            )  # fmt: skip
+            print(pres.candidate.summary())
+            print(pres.baseline.summary())
+            print(pres.summary())
+            files = [(outputs[0], json.dumps(pres.to_dict(), indent=2) + "\n")] if outputs else []
+            files += [(outputs[1], pres.deals_csv())] if outputs else []
         elif len(agents) == 2:
             (na, a), (nb, b) = agents.items()
             res = duel(
