@@ -20,7 +20,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -230,14 +230,17 @@ def run_arena(args: argparse.Namespace) -> int:
             raise CLIError("argument --records: the records file must not be an --out file")
         if "\0" in args.records or not args.records.strip():
             raise CLIError(f"argument --records: not a file name: {shown(args.records)}")
+
+    def unique(spec: str, taken: Iterable[str]) -> str:
+        """The spec as the agent's name, numbered (``rule#2``) when another has it."""
+        name, k, taken = spec, 2, set(taken)
+        while name in taken:
+            name, k = f"{spec}#{k}", k + 1
+        return name
+
     agents: dict[str, Agent | str] = {}
     for spec in args.agents:
-        name = spec
-        k = 2
-        while name in agents:
-            name = f"{spec}#{k}"
-            k += 1
-        agents[name] = build_agent(spec, args.seed, "AGENT")
+        agents[unique(spec, agents)] = build_agent(spec, args.seed, "AGENT")
     baseline = None
     if args.baseline is not None:
         baseline = build_agent(args.baseline, args.seed, "--baseline")
@@ -261,11 +264,9 @@ def run_arena(args: argparse.Namespace) -> int:
             from agents.evaluation.paired import compare
 
             (na, a), (nb, b) = agents.items()
-            nbase, k = args.baseline, 2
-            while nbase in (na, nb):
-                nbase, k = f"{args.baseline}#{k}", k + 1
             pres = compare(
-                a, baseline, b, args.deals, args.seed, names=(na, nbase, nb), workers=workers,
+                a, baseline, b, args.deals, args.seed,
+                names=(na, unique(args.baseline, agents), nb), workers=workers,
                 progress=progress, records_path=args.records,
                 variance_reduction=coefficients_for(args.agents[1]),
             )  # fmt: skip

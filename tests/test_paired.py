@@ -60,9 +60,15 @@ def test_duels_on_different_deals_or_opponents_are_refused() -> None:
         compare(RuleBasedAgent(), RandomAgent(), RandomAgent(), 4, names=("a", "b"))  # type: ignore[arg-type]
 
 
-def test_a_bad_baseline_is_refused_before_any_hand(tmp_path: Path) -> None:
+class _NoHands(RuleBasedAgent):
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray) -> np.ndarray:
+        raise AssertionError("a hand was played")
+
+
+def test_a_bad_baseline_is_refused_before_any_hand() -> None:
+    # a candidate that fails on its first decision: the baseline's error must come first
     with pytest.raises(ValueError, match="baseline"):
-        compare(RuleBasedAgent(), "nosuchagent", RandomAgent(), 4)
+        compare(_NoHands(), "nosuchagent", RandomAgent(), 4)
 
 
 def _dealer_zero(rng: np.random.Generator) -> tuple[int, list[int]]:
