@@ -48,11 +48,19 @@ def load_cards(folder: Path) -> tuple[list[ResultCard], list[str]]:
     return cards, notes
 
 
+RANKED_WITHOUT = "random"
+"""The panel member a row's rank leaves out: margins against the random player are 10 to 20
+times those against the others and are set mostly by how hard an agent punishes random bids
+and doubles, so a mean that counts them ranks by that alone."""
+
+
 def _score(card: ResultCard) -> tuple[int, float, str, str]:
     """Sort key: full-panel cards first, then by mean points per hand over the panel
-    members played, best first; ties by spec and deal set."""
-    points = [r["points_per_hand"] for r in card.results.values()]
-    mean = sum(points) / len(points) if points else -math.inf
+    members played other than :data:`RANKED_WITHOUT` (over all of them for a card that
+    played no other), best first; ties by spec and deal set."""
+    points = {m: r["points_per_hand"] for m, r in card.results.items()}
+    ranked = [p for m, p in points.items() if m != RANKED_WITHOUT] or list(points.values())
+    mean = sum(ranked) / len(ranked) if ranked else -math.inf
     return (-len(points), -mean, card.agent, card.deal_set)
 
 

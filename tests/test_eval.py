@@ -378,6 +378,19 @@ def test_leaderboard_rewrites_only_its_block(tmp_path: Path) -> None:
     assert readme.read_text() == text  # --check changes nothing
 
 
+def test_leaderboard_ranks_by_the_panel_members_other_than_random() -> None:
+    """Margins against random (tens of points) do not decide the order: the agent ahead of
+    the other against every other member ranks first even when it scores less against
+    random; a card that played only random is ranked by it."""
+    exploiter = fake_card("exploiter", {"random": 80.0, "rule": 4.4, "ppo": 4.1, "search": 4.7})
+    stronger = fake_card("stronger", {"random": 50.0, "rule": 4.6, "ppo": 4.2, "search": 5.1})
+    rows = [r for r in leaderboard.table([exploiter, stronger]).splitlines() if r[:3] == "| `"]
+    assert [r.split("`")[1] for r in rows] == ["stronger", "exploiter"]
+    only = [fake_card("low", {"random": 10.0}), fake_card("high", {"random": 60.0})]
+    rows = [r for r in leaderboard.table(only).splitlines() if r[:3] == "| `"]
+    assert [r.split("`")[1] for r in rows] == ["high", "low"]
+
+
 def test_leaderboard_without_cards_and_with_bad_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -192,10 +192,12 @@ class Config:
     """Share of hands in pure self-play (all four seats are the learner)."""
     opp_snapshot: float = 0.0
     """Share of hands against a past snapshot of the policy."""
-    opp_rule: float = 0.9
+    opp_rule: float = 0.95
     """Share of hands against the fixed agent (``opponent_agent``; rule-based by default)."""
-    opp_random: float = 0.05
-    """Share of hands against the uniformly random agent."""
+    opp_random: float = 0.0
+    """Share of hands against the uniformly random agent. 0 since release 9 (0.05 before;
+    without them the policy is stronger against the rule-based player and head to head, and
+    weaker against random: docs/ppo_ablation.md)."""
     opp_schedule: str | None = None
     """Opponent curriculum: stages "FROM:name=share,...;FROM:..." where FROM is the share of
     the budget (0 to 1) at which the stage starts and names are self, snapshot, rule and
