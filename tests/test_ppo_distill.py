@@ -180,9 +180,9 @@ def agreement_with_labels(path: Path, obs: np.ndarray, mask: np.ndarray, best: l
 def test_distillation_makes_the_learner_play_the_search_best_cards(tmp_path: Path) -> None:
     """Trained with the distillation loss, the policy picks the labelled cards on new
     positions far more often than the same run without it; the loss is logged and falls."""
-    base = tiny_config(  # the recipe this was measured with (forced moves stored)
+    base = tiny_config(  # the recipe this was measured with (forced moves stored, 5% random)
         tmp_path, total_updates=12, hidden=64, num_steps=120, learning_rate=3e-3, teacher=None,
-        skip_forced=False,
+        skip_forced=False, opp_rule=0.9, opp_random=0.05,
     )  # fmt: skip
     losses: list[float] = []
     distilled = replace(base, distill_coef=20.0, distill_labels=512, distill_batch=512)
