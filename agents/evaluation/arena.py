@@ -616,16 +616,18 @@ def _check_variance_reduction(key: object) -> Coefficients | None:
     return load_coefficients(key)
 
 
-def _check_names(names: object) -> tuple[str, str] | None:
+def _check_names(names: object, count: int = 2) -> tuple[str, ...] | None:
+    """``names`` as a tuple of ``count`` (two or three) non-empty strings, or None."""
     if names is None:
         return None
     if (
         not isinstance(names, (tuple, list))
-        or len(names) != 2
+        or len(names) != count
         or not all(isinstance(n, str) and n for n in names)
     ):
-        raise ValueError(f"names must be two non-empty strings or None, got {names!r}")
-    return names[0], names[1]
+        words = {2: "two", 3: "three"}[count]
+        raise ValueError(f"names must be {words} non-empty strings or None, got {names!r}")
+    return tuple(names)
 
 
 def duel(
@@ -677,7 +679,7 @@ def duel(
     )
     n_matches = check_int("n_matches", n_matches, 0)
     target_score = check_int("target_score", target_score, 1)
-    names = _check_names(names)
+    checked_names = _check_names(names)
     fixed = _check_deals(deals, n_deals, n_matches, deal_fn)
     uniform = _check_flag("deals_uniform", deals_uniform) or (
         fixed is None and deal_fn is uniform_deal
@@ -689,7 +691,7 @@ def duel(
     b = resolve_agent(agent_b, seed, "agent_b")
     path = _records_file(records_path)
     agents = [a, b]
-    name_a, name_b = names or (a.name, b.name)
+    name_a, name_b = checked_names or (a.name, b.name)
     log_names = None if path is None else (name_a, name_b)
     n_chunks = math.ceil(n_deals / CHUNK_DEALS)
     jobs = [

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.evaluation.arena import AgentLike, DuelResult, duel, resolve_agent
+from agents.evaluation.arena import AgentLike, DuelResult, _check_names, duel, resolve_agent
 from agents.evaluation.stats import mean_ci, t_quantile
 
 __all__ = ["PairedComparison", "compare", "paired_difference"]
@@ -152,18 +152,13 @@ def compare(
     ``workers``, ``progress``, ``deal_fn``, ``deals``, ``options``, ``records_path``,
     ``variance_reduction``, ``deals_uniform``) and pair them. ``names``: the candidate's,
     the baseline's and the opponent's (default: the agents' own)."""
-    if names is not None and (
-        not isinstance(names, (tuple, list))
-        or len(names) != 3
-        or not all(isinstance(n, str) and n for n in names)
-    ):
-        raise ValueError(f"names must be three non-empty strings or None, got {names!r}")
+    checked = _check_names(names, 3)
     # all three are built before any hand, so a bad spec costs no duel
     c = resolve_agent(candidate, seed, "candidate")
     b = resolve_agent(baseline, seed, "baseline")
     o = resolve_agent(opponent, seed, "opponent")
-    if names is None:
-        names = (c.name, b.name if b.name != c.name else f"{b.name}#2", o.name)
-    first = duel(c, o, n_deals, seed, names=(names[0], names[2]), **duel_args)
-    second = duel(b, o, n_deals, seed, names=(names[1], names[2]), **duel_args)
+    if checked is None:
+        checked = (c.name, b.name if b.name != c.name else f"{b.name}#2", o.name)
+    first = duel(c, o, n_deals, seed, names=(checked[0], checked[2]), **duel_args)
+    second = duel(b, o, n_deals, seed, names=(checked[1], checked[2]), **duel_args)
     return paired_difference(first, second)
