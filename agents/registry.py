@@ -1,8 +1,8 @@
 """Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
 
 A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
-``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"``, ``"ppo-r6"``,
-``"ppo-r7"``, ``"ppo-r8"``). A PPO spec may end in ``allow_variants`` (``"ppo:allow_variants"``,
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"`` to ``"ppo-r9"``). A PPO
+spec may end in ``allow_variants`` (``"ppo:allow_variants"``,
 ``"ppo:ckpt.pt,allow_variants"``, ``"ppo-r1:allow_variants"``): the policy then plays the
 regional variants it was not trained under instead of refusing them
 (:meth:`agents.base.Agent.set_options`). Each name
@@ -28,6 +28,7 @@ __all__ = [
     "R6_PPO_CHECKPOINT",
     "R7_PPO_CHECKPOINT",
     "R8_PPO_CHECKPOINT",
+    "R9_PPO_CHECKPOINT",
     "AgentFactory",
     "agent_names",
     "make_agent",
@@ -51,6 +52,9 @@ R7_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r7.pt")
 kept for the same reason."""
 R8_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r8.pt")
 """Release 8 of the shipped PPO policy (``"ppo"`` until release 9), the spec ``"ppo-r8"``:
+kept for the same reason."""
+R9_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r9.pt")
+"""Release 9 of the shipped PPO policy (``"ppo"`` until release 10), the spec ``"ppo-r9"``:
 kept for the same reason."""
 
 AgentFactory = Callable[[str | None, int | None], Agent]
@@ -179,6 +183,7 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "ppo-r6": _release("ppo-r6", R6_PPO_CHECKPOINT),
     "ppo-r7": _release("ppo-r7", R7_PPO_CHECKPOINT),
     "ppo-r8": _release("ppo-r8", R8_PPO_CHECKPOINT),
+    "ppo-r9": _release("ppo-r9", R9_PPO_CHECKPOINT),
     "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""

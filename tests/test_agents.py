@@ -183,8 +183,8 @@ def test_registry_builds_agents_and_lists_names_on_error() -> None:
     assert {"random", "rule", "ppo"} <= set(agent_names())
     with pytest.raises(
         ValueError,
-        match="unknown agent 'nope'; allowed: ppo, ppo-r1, ppo-r5, ppo-r6, ppo-r7, ppo-r8, random,"
-        " rule",
+        match="unknown agent 'nope'; allowed: ppo, ppo-r1, ppo-r5, ppo-r6, ppo-r7, ppo-r8, ppo-r9,"
+        " random, rule",
     ):
         make_agent("nope")
     with pytest.raises(ValueError, match="takes no argument"):
@@ -561,6 +561,8 @@ R7_SHA256 = "03ba7d82a7443da5960f5e2528e035c3df9d0a6f89cf86545a223d33e4a44fd6"
 """Release 7, as shipped as ``ppo`` before release 8."""
 R8_SHA256 = "ddaef3c31459ecd296c3044f0228ac402149ffd5cc3b0817106cfb24d4c879bb"
 """Release 8, as shipped as ``ppo`` before release 9."""
+R9_SHA256 = "b5c42774b5e26de5c412a04b4e846c9f114e52f4edc8adeea94e18d71b797165"
+"""Release 9, as shipped as ``ppo`` before release 10."""
 
 
 def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
@@ -589,19 +591,26 @@ def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     assert earlier.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("release", [5, 6, 7, 8])
+@pytest.mark.parametrize("release", [5, 6, 7, 8, 9])
 def test_earlier_releases_are_kept_byte_for_byte(release: int) -> None:
-    """``ppo-r5`` to ``ppo-r8`` are the files once shipped as ``ppo``, unchanged."""
+    """``ppo-r5`` to ``ppo-r9`` are the files once shipped as ``ppo``, unchanged."""
     import hashlib
 
     need("torch")
-    from agents import R5_PPO_CHECKPOINT, R6_PPO_CHECKPOINT, R7_PPO_CHECKPOINT, R8_PPO_CHECKPOINT
+    from agents import (
+        R5_PPO_CHECKPOINT,
+        R6_PPO_CHECKPOINT,
+        R7_PPO_CHECKPOINT,
+        R8_PPO_CHECKPOINT,
+        R9_PPO_CHECKPOINT,
+    )
 
     path, digest = {
         5: (R5_PPO_CHECKPOINT, R5_SHA256),
         6: (R6_PPO_CHECKPOINT, R6_SHA256),
         7: (R7_PPO_CHECKPOINT, R7_SHA256),
         8: (R8_PPO_CHECKPOINT, R8_SHA256),
+        9: (R9_PPO_CHECKPOINT, R9_SHA256),
     }[release]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     spec = f"ppo-r{release}"
