@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.out is not None:
-        atomic_write_text(args.out, json.dumps(rows, indent=1) + "\n")
+        atomic_write_text(args.out, json.dumps(rows, indent=1) + "\n", overwrite=False)
     return 0
 
 
