@@ -66,6 +66,8 @@ class Arch(_ArchKeys, total=False):
 
     obs_version: int
     """The observation version the model reads (absent: 0, the 491-value v0)."""
+    critic_hidden: int
+    """Width of the centralised critic's layers (absent: the trunk's ``hidden``)."""
 
 
 # ----------------------------------------------------------------------------- masked policy
@@ -311,11 +313,12 @@ class ActorCritic(nn.Module):
         card_features: bool = False,
         card_head: bool = False,
         obs_version: int = 0,
+        critic_hidden: int = 0,
     ) -> None:
         super().__init__()
         self.arch: Arch = make_arch(
             hidden, layers, central_value, canonical_suits, mask_input, belief,
-            card_features, card_head, obs_version,
+            card_features, card_head, obs_version, critic_hidden,
         )  # fmt: skip
         self.obs_version = check_version(obs_version)
         self.central_value = bool(central_value)
@@ -334,9 +337,10 @@ class ActorCritic(nn.Module):
         width = input_width(self.arch)
         self.trunk = mlp(width, hidden, layers)
         self.policy = layer_init(nn.Linear(hidden, N_ACTIONS), std=0.01)
+        value_width = critic_width(self.arch)
         if self.central_value:
-            self.critic = mlp(width + HIDDEN_HANDS_SIZE, hidden, layers)
-        self.value = layer_init(nn.Linear(hidden, 1), std=1.0)
+            self.critic = mlp(width + HIDDEN_HANDS_SIZE, value_width, layers)
+        self.value = layer_init(nn.Linear(value_width, 1), std=1.0)
         if belief:
             self.belief = layer_init(nn.Linear(hidden, HIDDEN_HANDS_SIZE), std=0.01)
         if self.card_head:
@@ -482,9 +486,11 @@ def make_arch(
     card_features: bool = False,
     card_head: bool = False,
     obs_version: int = 0,
+    critic_hidden: int = 0,
 ) -> Arch:
     """The ``arch`` dict of a model with these settings (what its checkpoint stores; a v0
-    model's has no ``obs_version`` key, so its checkpoint is what it always was)."""
+    model's has no ``obs_version`` key, and one whose critic is as wide as its trunk
+    (``critic_hidden`` 0) no ``critic_hidden`` key, so its checkpoint is what it always was)."""
     arch: Arch = {
         "obs_size": layout(obs_version).size,
         "n_actions": N_ACTIONS,
@@ -500,7 +506,14 @@ def make_arch(
     }
     if obs_version:
         arch["obs_version"] = check_version(obs_version)
+    if critic_hidden:
+        arch["critic_hidden"] = critic_hidden
     return arch
+
+
+def critic_width(arch: Arch) -> int:
+    """Width of the centralised critic's layers: ``critic_hidden``, or the trunk's (0/absent)."""
+    return int(arch.get("critic_hidden", 0)) or arch["hidden"]
 
 
 def input_width(arch: Arch) -> int:
@@ -515,10 +528,11 @@ def input_width(arch: Arch) -> int:
 _ARCH_TYPES: dict[str, type] = {
     "obs_size": int, "n_actions": int, "hidden": int, "layers": int, "activation": str,
     "central_value": bool, "canonical_suits": bool, "mask_input": bool, "belief": bool,
-    "card_features": bool, "card_head": bool, "obs_version": int,
+    "card_features": bool, "card_head": bool, "obs_version": int, "critic_hidden": int,
 }  # fmt: skip
 ARCH_DEFAULTS: dict[str, object] = {
     "belief": False, "card_features": False, "card_head": False, "obs_version": 0,
+    "critic_hidden": 0,
 }  # fmt: skip
 """Arch keys that older checkpoints lack, and the value they mean there."""
 
@@ -552,9 +566,15 @@ def check_arch(arch: object) -> Arch:
     for key, top in (("hidden", MAX_HIDDEN), ("layers", MAX_LAYERS)):
         if not 1 <= arch[key] <= top:
             raise ValueError(f"arch[{key!r}] must be an int 1-{top}, got {arch[key]}")
+    if not 0 <= arch["critic_hidden"] <= MAX_HIDDEN:
+        raise ValueError(
+            f"arch['critic_hidden'] must be an int 0-{MAX_HIDDEN} (0: the trunk's width), "
+            f"got {arch['critic_hidden']}"
+        )
     return make_arch(
         arch["hidden"], arch["layers"], arch["central_value"], arch["canonical_suits"],
         arch["mask_input"], arch["belief"], arch["card_features"], arch["card_head"], version,
+        arch["critic_hidden"],
     )  # fmt: skip
 
 
@@ -565,17 +585,19 @@ def state_shapes(arch: Arch) -> dict[str, tuple[int, ...]]:
     width = input_width(arch)
     shapes: dict[str, tuple[int, ...]] = {"obs_scale": (arch["obs_size"],)}
 
-    def add_mlp(prefix: str, width_in: int) -> None:
+    def add_mlp(prefix: str, width_in: int, out: int) -> None:
         for i in range(layers):
-            shapes[f"{prefix}.{2 * i}.weight"] = (hidden, width_in)
-            shapes[f"{prefix}.{2 * i}.bias"] = (hidden,)
-            width_in = hidden
+            shapes[f"{prefix}.{2 * i}.weight"] = (out, width_in)
+            shapes[f"{prefix}.{2 * i}.bias"] = (out,)
+            width_in = out
 
-    add_mlp("trunk", width)
+    add_mlp("trunk", width, hidden)
     shapes["policy.weight"], shapes["policy.bias"] = (N_ACTIONS, hidden), (N_ACTIONS,)
+    value_width = hidden
     if arch["central_value"]:
-        add_mlp("critic", width + HIDDEN_HANDS_SIZE)
-    shapes["value.weight"], shapes["value.bias"] = (1, hidden), (1,)
+        value_width = critic_width(arch)
+        add_mlp("critic", width + HIDDEN_HANDS_SIZE, value_width)
+    shapes["value.weight"], shapes["value.bias"] = (1, value_width), (1,)
     if arch["belief"]:
         shapes["belief.weight"] = (HIDDEN_HANDS_SIZE, hidden)
         shapes["belief.bias"] = (HIDDEN_HANDS_SIZE,)
@@ -608,7 +630,7 @@ def check_weights(state: object, arch: Arch) -> dict[str, torch.Tensor]:
         if tuple(t.shape) != shape:
             raise ValueError(
                 f"weight {name!r} has shape {tuple(t.shape)} but arch (hidden={arch['hidden']}, "
-                f"layers={arch['layers']}) needs {shape}"
+                f"layers={arch['layers']}, critic width {critic_width(arch)}) needs {shape}"
             )
         if not bool(torch.isfinite(t).all()):
             raise ValueError(f"weight {name!r} holds NaN or infinite values")
@@ -621,6 +643,7 @@ def build_model(arch: Mapping[str, object]) -> ActorCritic:
     return ActorCritic(
         a["hidden"], a["layers"], a["central_value"], a["canonical_suits"], a["mask_input"],
         a["belief"], a["card_features"], a["card_head"], a.get("obs_version", 0),
+        a.get("critic_hidden", 0),
     )  # fmt: skip
 
 

@@ -1,6 +1,7 @@
 """Where a second of ``train/ppo.py`` goes: a profile of its updates at the shipped settings.
 
     python benchmarks/profile_training.py [--updates 10] [--phase both] [--rev REV]
+        [--critic-hidden N]
 
 Runs :func:`train.ppo.train` in-process (today's defaults, one torch thread, no TensorBoard or
 progress bar) for one warm-up update and ``--updates`` measured ones, with a timer wrapped
@@ -267,6 +268,10 @@ def main() -> int:
         help="profile search distillation at this weight (train.ppo --distill-coef; 0: off)",
     )  # fmt: skip
     p.add_argument("--distill-labels", type=int, default=128, help="with --distill-coef")
+    p.add_argument(
+        "--critic-hidden", type=int, default=0,
+        help="profile a centralised critic this wide (train.ppo --critic-hidden; 0: the trunk's)",
+    )  # fmt: skip
     p.add_argument("--rev", help="profile this git revision (e.g. HEAD) instead of this tree")
     p.add_argument("--tree", help=argparse.SUPPRESS)  # the tree to import (set by --rev)
     p.add_argument("--label", help=argparse.SUPPRESS)  # its name in the output
@@ -282,6 +287,8 @@ def main() -> int:
     settings = {}
     if args.distill_coef:
         settings = {"distill_coef": args.distill_coef, "distill_labels": args.distill_labels}
+    if args.critic_hidden:
+        settings["critic_hidden"] = args.critic_hidden
     results: Profile = {}
     with tempfile.TemporaryDirectory() as tmp:
         for phase in phases:

@@ -117,6 +117,9 @@ class Config:
     """Hidden layers in the MLP trunk."""
     central_value: bool = True
     """Centralised critic: the value MLP also sees the three hidden hands (from eng.state())."""
+    critic_hidden: int = 0
+    """Width of the centralised critic's layers; 0: the trunk's ``hidden``. The critic is
+    about two fifths of the network's arithmetic and is not needed to play."""
     canonical_suits: bool = True
     """Relabel suits inside the model so trump is always suit 0 (shares card-play learning)."""
     mask_input: bool = True
@@ -371,6 +374,12 @@ def check_config(cfg: Config) -> None:
         raise ValueError("set total_minutes > 0 or total_updates > 0, or the run never ends")
     check_hands_can_finish(cfg.num_steps, cfg.checkpoint_every, cfg.total_updates)
     check_version(cfg.obs_version)
+    check_int("critic_hidden", cfg.critic_hidden, 0, MAX_HIDDEN)
+    if cfg.critic_hidden and not cfg.central_value:
+        raise ValueError(
+            f"critic_hidden={cfg.critic_hidden} needs central_value (without it the value "
+            "head reads the policy trunk); leave critic_hidden at 0 or turn central_value on"
+        )
     for name in ("learning_rate", "clip_coef", "reward_scale"):
         check_number(name, getattr(cfg, name), 0.0)
     for name in ("gamma", "gae_lambda", "lr_final", "teacher_until"):

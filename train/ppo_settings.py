@@ -139,7 +139,7 @@ SHIPPED = "shipped"
 """``init_from`` value naming the shipped PPO weights (``make_agent("ppo")``'s checkpoint)."""
 ARCH_FIELDS = (
     "hidden", "layers", "central_value", "canonical_suits", "mask_input", "belief",
-    "card_features", "card_head", "obs_version",
+    "card_features", "card_head", "obs_version", "critic_hidden",
 )  # fmt: skip
 """Config fields that define the network (an ``init_from`` checkpoint's ``arch`` sets them)."""
 
@@ -199,7 +199,7 @@ def init_weights(init_from: str, asked: Mapping[str, Any]) -> dict[str, torch.Te
 # ----------------------------------------------------------------------------- resuming
 ADDED_LATER = {
     "card_features": False, "card_head": False, "teacher_bid_floor": 0.0, "obs_version": 0,
-    "adv_per_multiplier": False, "skip_forced": False,
+    "adv_per_multiplier": False, "skip_forced": False, "critic_hidden": 0,
 }  # fmt: skip
 """Settings a checkpoint written before they existed lacks, with the value such a run had
 (the option off): a resume must not switch them on because today's defaults do."""
