@@ -316,6 +316,7 @@ class ActorCritic(nn.Module):
         critic_hidden: int = 0,
     ) -> None:
         super().__init__()
+        check_critic(critic_hidden, central_value)
         self.arch: Arch = make_arch(
             hidden, layers, central_value, canonical_suits, mask_input, belief,
             card_features, card_head, obs_version, critic_hidden,
@@ -511,6 +512,16 @@ def make_arch(
     return arch
 
 
+def check_critic(critic_hidden: int, central_value: bool) -> None:
+    """A critic width is only meaningful for a centralised critic: without one the value head
+    reads the policy trunk, whose width is ``hidden``."""
+    if critic_hidden and not central_value:
+        raise ValueError(
+            f"critic_hidden={critic_hidden} needs central_value (without it the value head "
+            "reads the policy trunk); leave critic_hidden at 0 or turn central_value on"
+        )
+
+
 def critic_width(arch: Arch) -> int:
     """Width of the centralised critic's layers: ``critic_hidden``, or the trunk's (0/absent)."""
     return int(arch.get("critic_hidden", 0)) or arch["hidden"]
@@ -571,6 +582,7 @@ def check_arch(arch: object) -> Arch:
             f"arch['critic_hidden'] must be an int 0-{MAX_HIDDEN} (0: the trunk's width), "
             f"got {arch['critic_hidden']}"
         )
+    check_critic(arch["critic_hidden"], arch["central_value"])
     return make_arch(
         arch["hidden"], arch["layers"], arch["central_value"], arch["canonical_suits"],
         arch["mask_input"], arch["belief"], arch["card_features"], arch["card_head"], version,

@@ -63,6 +63,15 @@ def test_a_bad_critic_width_in_an_arch_is_refused(bad: object) -> None:
         check_arch({**arch, "critic_hidden": bad})
 
 
+def test_a_critic_width_without_a_centralised_critic_is_refused_everywhere() -> None:
+    message = r"critic_hidden=8 needs central_value"
+    with pytest.raises(ValueError, match=message):
+        ActorCritic(16, 1, central_value=False, critic_hidden=8)
+    arch = dict(ActorCritic(16, 1, central_value=False).arch)
+    with pytest.raises(ValueError, match=message):  # a crafted file: no mismatched value head
+        check_arch({**arch, "critic_hidden": 8})
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

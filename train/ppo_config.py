@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.ppo_net import MAX_HIDDEN, MAX_LAYERS
+from agents.ppo_net import MAX_HIDDEN, MAX_LAYERS, check_critic
 from agents.search_agent import ENDGAME_MAX
 from butifarra_env.core.observation import check_version
 from butifarra_env.core.validate import check_int, check_number
@@ -375,11 +375,7 @@ def check_config(cfg: Config) -> None:
     check_hands_can_finish(cfg.num_steps, cfg.checkpoint_every, cfg.total_updates)
     check_version(cfg.obs_version)
     check_int("critic_hidden", cfg.critic_hidden, 0, MAX_HIDDEN)
-    if cfg.critic_hidden and not cfg.central_value:
-        raise ValueError(
-            f"critic_hidden={cfg.critic_hidden} needs central_value (without it the value "
-            "head reads the policy trunk); leave critic_hidden at 0 or turn central_value on"
-        )
+    check_critic(cfg.critic_hidden, cfg.central_value)
     for name in ("learning_rate", "clip_coef", "reward_scale"):
         check_number(name, getattr(cfg, name), 0.0)
     for name in ("gamma", "gae_lambda", "lr_final", "teacher_until"):
