@@ -524,7 +524,7 @@ def check_critic(critic_hidden: int, central_value: bool) -> None:
 
 def critic_width(arch: Arch) -> int:
     """Width of the centralised critic's layers: ``critic_hidden``, or the trunk's (0/absent)."""
-    return int(arch.get("critic_hidden", 0)) or arch["hidden"]
+    return arch.get("critic_hidden", 0) or arch["hidden"]
 
 
 def input_width(arch: Arch) -> int:
@@ -574,14 +574,11 @@ def check_arch(arch: object) -> Arch:
         )
     if arch["activation"] != "relu":
         raise ValueError(f"arch['activation'] must be 'relu', got {arch['activation']!r}")
-    for key, top in (("hidden", MAX_HIDDEN), ("layers", MAX_LAYERS)):
-        if not 1 <= arch[key] <= top:
-            raise ValueError(f"arch[{key!r}] must be an int 1-{top}, got {arch[key]}")
-    if not 0 <= arch["critic_hidden"] <= MAX_HIDDEN:
-        raise ValueError(
-            f"arch['critic_hidden'] must be an int 0-{MAX_HIDDEN} (0: the trunk's width), "
-            f"got {arch['critic_hidden']}"
-        )
+    for key, low, top in (
+        ("hidden", 1, MAX_HIDDEN), ("layers", 1, MAX_LAYERS), ("critic_hidden", 0, MAX_HIDDEN),
+    ):  # fmt: skip
+        if not low <= arch[key] <= top:
+            raise ValueError(f"arch[{key!r}] must be an int {low}-{top}, got {arch[key]}")
     check_critic(arch["critic_hidden"], arch["central_value"])
     return make_arch(
         arch["hidden"], arch["layers"], arch["central_value"], arch["canonical_suits"],
@@ -605,9 +602,8 @@ def state_shapes(arch: Arch) -> dict[str, tuple[int, ...]]:
 
     add_mlp("trunk", width, hidden)
     shapes["policy.weight"], shapes["policy.bias"] = (N_ACTIONS, hidden), (N_ACTIONS,)
-    value_width = hidden
+    value_width = critic_width(arch)  # the trunk's width without a centralised critic
     if arch["central_value"]:
-        value_width = critic_width(arch)
         add_mlp("critic", width + HIDDEN_HANDS_SIZE, value_width)
     shapes["value.weight"], shapes["value.bias"] = (1, value_width), (1,)
     if arch["belief"]:
