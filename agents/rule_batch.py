@@ -61,6 +61,7 @@ from butifarra_env.core.rules import (
     PHASE_PLAY,
     TRUMP_UNSET,
     WINNERS,
+    card_bits_array,
 )
 from butifarra_env.core.rules import SUIT_ARRAY as _SUIT
 
@@ -275,11 +276,6 @@ def _tops_and_bottoms(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(top >= 0, _SUIT_FIRST + top, -1), np.where(
         bottom >= 0, _SUIT_FIRST + bottom, -1
     )
-
-
-def _bits48(mask: np.ndarray) -> np.ndarray:
-    """``uint64`` ``(n,)`` -> bool ``(n, 48)``: which cards are in each mask."""
-    return ((mask[:, None] >> _CARD.astype(np.uint64)) & _ONE).astype(bool)
 
 
 # ---------------------------------------------------------------- the batch view
@@ -508,7 +504,7 @@ def _choose_lead(c: _Counting, legal: np.ndarray) -> np.ndarray:
     # 4. Lead low from the suit that gives least away (lead_cost, on the whole hand).
     rest = out < 0
     if rest.any():
-        cards, valid = _compact(_bits48(hand))
+        cards, valid = _compact(card_bits_array(hand))
         suit, number = _SUIT[cards], _NUMBER[cards]
         cost = c.low_cost(cards)
         cost += LEAD_NOT_LOWEST * (c.per_suit(_tops_and_bottoms(r.hand)[1], suit) != cards)

@@ -49,7 +49,7 @@ from agents.base import Agent, UnsupportedVariant, check_batch
 from agents.double_dummy import Solver
 from agents.search_rollouts import CHEAP, CHEAP_WINNER, LOAD, RICH, rollout_values
 from butifarra_env.core.actions import DELEGATE, TRUMP_BASE, bits_from_mask, mask_from_bits
-from butifarra_env.core.cards import BELOW, N_CARDS, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
+from butifarra_env.core.cards import BELOW, POINTS, STRENGTH, SUIT, SUIT_MASK, cards_of
 from butifarra_env.core.game import Game
 from butifarra_env.core.observation import View, encode, field, field_slice, pack_bits
 from butifarra_env.core.options import Options
@@ -60,6 +60,7 @@ from butifarra_env.core.rules import (
     TRUMP_UNSET,
     TrickState,
     add_to_trick,
+    card_bits_array,
     legal_cards,
     partner_winning,
     trick_state,
@@ -795,7 +796,7 @@ class BiddingPrior:
         for seat, action, obs1, mask1 in self._decisions(steps, initial[0]):
             obs = np.repeat(obs1[None], len(deals), axis=0)
             hands = np.array([h[seat] for h in initial], dtype=np.uint64)
-            obs[:, field_slice("hand")] = (hands[:, None] >> _CARD_SHIFTS) & 1
+            obs[:, field_slice("hand")] = card_bits_array(hands)
             masks = np.repeat(mask1[None], len(deals), axis=0)
             probs = self.policy.action_probs_batch(obs, masks)
             if probs is None:
@@ -827,9 +828,6 @@ class BiddingPrior:
                 self.cache.clear()
             self.cache[key] = out
         return out
-
-
-_CARD_SHIFTS = np.arange(N_CARDS, dtype=np.uint64)
 
 
 def _options(observation: np.ndarray, told: Options | None = None) -> Options:

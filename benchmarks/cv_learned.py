@@ -39,6 +39,7 @@ from agents.evaluation.arena import DuelResult, duel, uniform_deal
 from agents.evaluation.deal_sets import Deal
 from butifarra_env.core.cards import N_CARDS
 from butifarra_env.core.fileio import atomic_write_text
+from butifarra_env.core.rules import card_bits_array
 
 FIT_SHARE = 0.8
 """Deals fitted on (the first ones); the rest are held out."""
@@ -47,12 +48,10 @@ FIT_SHARE = 0.8
 def deal_inputs(deals: list[Deal]) -> np.ndarray:
     """The four hands, mano first and the dealer last (a duplicate result does not change
     when the deal is turned round the table), as 4 x 48 zeros and ones."""
-    shifts = np.arange(N_CARDS, dtype=np.uint64)
-    out = np.zeros((len(deals), 4, N_CARDS), np.float32)
-    for i, (dealer, hands) in enumerate(deals):
-        masks = np.array([hands[(dealer + 1 + k) % 4] for k in range(4)], dtype=np.uint64)
-        out[i] = (masks[:, None] >> shifts) & 1
-    return out.reshape(len(deals), -1)
+    masks = np.array(
+        [[hands[(dealer + 1 + k) % 4] for k in range(4)] for dealer, hands in deals], np.uint64
+    ).reshape(len(deals), 4)
+    return card_bits_array(masks).astype(np.float32).reshape(len(deals), 4 * N_CARDS)
 
 
 def bidding_inputs(result: DuelResult) -> np.ndarray:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from butifarra_env.core.cards import N_CARDS, SUIT
+from butifarra_env.core.cards import ALL_CARDS, N_CARDS, SUIT, cards_of
 from butifarra_env.core.rules import (
     EMPTY_TRICK,
     NO_SUIT,
@@ -16,6 +16,7 @@ from butifarra_env.core.rules import (
     WINNERS_STRIDE,
     add_to_trick,
     add_to_trick_array,
+    card_bits_array,
     legal_cards,
     legal_cards_array,
     winners,
@@ -96,3 +97,17 @@ def test_add_to_trick_array_folds_tricks_as_the_scalar_rule() -> None:
             changes += k > 0 and scalar[i][1] != before
             assert (int(led[i]), int(win[i]), int(win_seat[i])) == scalar[i], (i, k)
     assert n < changes < 3 * n
+
+
+def test_card_bits_array_lists_each_masks_cards() -> None:
+    """Every card's bit, the empty and the full mask, and random hands in a 2-d batch: the
+    cards marked are exactly ``cards_of`` the mask, in card order."""
+    rng = np.random.default_rng(11)
+    hands = [
+        sum(1 << int(c) for c in rng.choice(N_CARDS, size=12, replace=False)) for _ in range(6)
+    ]
+    masks = [*(1 << c for c in range(N_CARDS)), 0, ALL_CARDS, *hands]
+    got = card_bits_array(np.array(masks, dtype=np.uint64).reshape(-1, 2))
+    assert got.shape == (len(masks) // 2, 2, N_CARDS) and got.dtype == bool
+    for mask, bits in zip(masks, got.reshape(-1, N_CARDS), strict=True):
+        assert np.flatnonzero(bits).tolist() == cards_of(mask)
