@@ -1,6 +1,7 @@
 """``rules.legal_cards_array`` (what the batched engine and the search's batched rollouts
 call) equals ``rules.legal_cards`` entry by entry, on positions of every kind, and
-``rules.add_to_trick_array`` (the search's rollouts) equals ``rules.add_to_trick``."""
+``rules.add_to_trick_array`` (the search's rollouts) equals ``rules.add_to_trick``;
+``rules.card_bits_array`` lists the cards ``cards_of`` lists."""
 
 from __future__ import annotations
 
