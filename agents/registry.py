@@ -1,7 +1,7 @@
 """Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
 
 A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
-``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"`` to ``"ppo-r9"``). A PPO
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"`` to ``"ppo-r10"``). A PPO
 spec may end in ``allow_variants`` (``"ppo:allow_variants"``,
 ``"ppo:ckpt.pt,allow_variants"``, ``"ppo-r1:allow_variants"``): the policy then plays the
 regional variants it was not trained under instead of refusing them
@@ -14,6 +14,7 @@ asked for. To add an agent, add one line to :data:`AGENT_FACTORIES` (or call
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,7 @@ __all__ = [
     "R7_PPO_CHECKPOINT",
     "R8_PPO_CHECKPOINT",
     "R9_PPO_CHECKPOINT",
+    "R10_PPO_CHECKPOINT",
     "AgentFactory",
     "agent_names",
     "make_agent",
@@ -55,6 +57,9 @@ R8_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r8.pt")
 kept for the same reason."""
 R9_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r9.pt")
 """Release 9 of the shipped PPO policy (``"ppo"`` until release 10), the spec ``"ppo-r9"``:
+kept for the same reason."""
+R10_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r10.pt")
+"""Release 10 of the shipped PPO policy (``"ppo"`` until release 11), the spec ``"ppo-r10"``:
 kept for the same reason."""
 
 AgentFactory = Callable[[str | None, int | None], Agent]
@@ -184,6 +189,7 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "ppo-r7": _release("ppo-r7", R7_PPO_CHECKPOINT),
     "ppo-r8": _release("ppo-r8", R8_PPO_CHECKPOINT),
     "ppo-r9": _release("ppo-r9", R9_PPO_CHECKPOINT),
+    "ppo-r10": _release("ppo-r10", R10_PPO_CHECKPOINT),
     "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""
@@ -197,8 +203,11 @@ def register_agent(name: str, factory: AgentFactory) -> None:
 
 
 def agent_names() -> list[str]:
-    """The registered spec names, sorted."""
-    return sorted(AGENT_FACTORIES)
+    """The registered spec names, sorted, release numbers as numbers (``ppo-r9`` before
+    ``ppo-r10``)."""
+    return sorted(
+        AGENT_FACTORIES, key=lambda n: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", n)]
+    )
 
 
 def make_agent(spec: str, seed: int | None = None) -> Agent:
