@@ -33,6 +33,7 @@ from butifarra_env.core.rules import (
     WINNERS_FLAT,
     WINNERS_STRIDE,
     add_to_trick_array,
+    card_bits_array,
     legal_cards_array,
 )
 
@@ -110,10 +111,7 @@ def _lowest_bit(x: np.ndarray) -> np.ndarray:
 
 def _pick(cards: np.ndarray, order: np.ndarray) -> np.ndarray:
     """The first of ``cards`` (non-zero masks) in ``order`` (an order index per row)."""
-    bits = np.unpackbits(
-        cards.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
-    )[:, :N_CARDS]
-    return np.where(bits != 0, _RANK[order], N_CARDS).argmin(axis=1)
+    return np.where(card_bits_array(cards), _RANK[order], N_CARDS).argmin(axis=1)
 
 
 def _above(cards: np.ndarray) -> np.ndarray:

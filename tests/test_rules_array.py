@@ -112,3 +112,16 @@ def test_card_bits_array_lists_each_masks_cards() -> None:
     assert got.shape == (len(masks) // 2, 2, N_CARDS) and got.dtype == bool
     for mask, bits in zip(masks, got.reshape(-1, N_CARDS), strict=True):
         assert np.flatnonzero(bits).tolist() == cards_of(mask)
+
+
+def test_card_bits_array_reads_any_layout_of_the_masks() -> None:
+    """The bits come from the masks' values, not their bytes in memory: a big-endian copy,
+    a strided view, a one-mask array and a signed ``int64`` copy give the same bools."""
+    rng = np.random.default_rng(12)
+    masks = rng.integers(0, 1 << N_CARDS, size=(5, 4), dtype=np.uint64)
+    want = card_bits_array(masks)
+    assert np.array_equal(card_bits_array(masks.astype(">u8")), want)
+    assert np.array_equal(card_bits_array(masks[:, ::2]), want[:, ::2])
+    assert np.array_equal(card_bits_array(masks.astype(np.int64)), want)
+    one = card_bits_array(np.uint64(masks[2, 3]))
+    assert one.shape == (N_CARDS,) and np.flatnonzero(one).tolist() == cards_of(int(masks[2, 3]))

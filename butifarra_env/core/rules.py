@@ -257,15 +257,18 @@ SUIT_ARRAY = np.array(SUIT, dtype=np.int64)
 _SUIT0_U = np.uint64(_SUIT0)
 _ZERO_U = np.uint64(0)
 _ONE_U = np.uint64(1)
-_CARD_SHIFTS = np.arange(N_CARDS, dtype=np.uint64)
 
 
 def card_bits_array(masks: np.ndarray) -> np.ndarray:
     """Card masks (``uint64``, any shape) as one bool per card, shape ``(..., 48)``: which
     cards each mask holds, for array code that needs the cards one by one (``cards_of`` for
     one ``int`` mask)."""
-    masks = np.asarray(masks, dtype=np.uint64)
-    return ((masks[..., None] >> _CARD_SHIFTS) & _ONE_U).astype(bool)
+    shape = np.shape(masks)  # ascontiguousarray makes a lone mask 1-d
+    little = np.ascontiguousarray(masks, dtype="<u8")  # byte k holds cards 8k to 8k + 7
+    bits = np.unpackbits(
+        little.view(np.uint8).reshape(*shape, 8), axis=-1, count=N_CARDS, bitorder="little"
+    )
+    return bits.view(bool)  # unpackbits writes 0/1 bytes: reread them as bools, no copy
 
 
 def add_to_trick_array(

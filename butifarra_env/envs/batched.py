@@ -528,11 +528,7 @@ class BatchedEnv:
         by absolute seat) of the hand each env is playing, so any hand can be replayed."""
         self._require_started()
         n = self.num_envs
-        initial = self._initial if _LITTLE else self._initial.astype("<u8")
-        bits = np.unpackbits(
-            initial.view(np.uint8).reshape(n, N_SEATS, 8), axis=2, count=N_CARDS, bitorder="little"
-        )
-        cards = np.nonzero(bits)[2].reshape(n, N_SEATS, N_TRICKS)
+        cards = np.nonzero(rules.card_bits_array(self._initial))[2].reshape(n, N_SEATS, N_TRICKS)
         return self._dealer.copy(), cards.astype(np.int64)
 
     def match_info(self) -> tuple[np.ndarray, np.ndarray]:
@@ -762,7 +758,6 @@ class BatchedEnv:
         number and match scores already set)."""
         if hands is None:
             hands = self._deal(e, dealers)
-        k = e.size
         self._hands[e] = hands
         self._initial[e] = hands
         self._dealer[e] = dealers
@@ -789,10 +784,7 @@ class BatchedEnv:
         self._team_bytes[e] = 0
         self._legal[e] = DEALER_ACTIONS_MASK
         rows = self._template[dealers]
-        bits = hands if _LITTLE else hands.astype("<u8")
-        rows[:, :, :N_CARDS] = np.unpackbits(
-            bits.view(np.uint8).reshape(k, N_SEATS, 8), axis=2, count=N_CARDS, bitorder="little"
-        )
+        rows[:, :, :N_CARDS] = rules.card_bits_array(hands)
         if self.options.target_score is not None:
             rows[:, :, OFFSETS["hand_number"]] = np.minimum(self._hand_number[e], CLIP)[:, None]
             scores = np.minimum(self._match_scores[e], CLIP)
