@@ -77,6 +77,7 @@ from agents.ppo_net import (
     MAX_HIDDEN,
     MAX_LAYERS,
     ActorCritic,
+    check_critic,
     masked_entropy,
     masked_log_probs,
     masked_logits,
@@ -187,6 +188,9 @@ class Settings:
     central_value: bool = True
     """Centralised critic: the value MLP also sees the three hidden hands (from the engine's
     state(), recorded by the fast sampler as a batch column)."""
+    critic_hidden: int = 0
+    """Width of the centralised critic's layers; 0: the trunk's ``hidden``. The critic is
+    about two fifths of the network's arithmetic and is not needed to play."""
     canonical_suits: bool = True
     """Relabel suits inside the model so trump is always suit 0 (shares card-play learning)."""
     mask_input: bool = True
@@ -295,7 +299,7 @@ class Settings:
     def validate(self) -> None:
         """ValueError naming the first bad field, before anything starts (the messages are
         ``train/ppo.py``'s for the fields the two share)."""
-        bounded = {"hidden": MAX_HIDDEN, "layers": MAX_LAYERS}
+        bounded = {"hidden": MAX_HIDDEN, "layers": MAX_LAYERS, "critic_hidden": MAX_HIDDEN}
         positive_ints = (
             "num_hands", "train_batch", "minibatch", "update_epochs", "hidden", "layers",
             "snapshot_pool", "snapshot_every", "checkpoint_every", "eval_deals",
@@ -303,9 +307,10 @@ class Settings:
         for name in positive_ints:
             check_int(name, getattr(self, name), 1, bounded.get(name))
         counts = ("total_updates", "eval_every", "torch_threads", "seed", "eval_seed",
-                  "num_env_runners", "num_learners")  # fmt: skip
+                  "num_env_runners", "num_learners", "critic_hidden")  # fmt: skip
         for name in counts:
-            check_int(name, getattr(self, name), 0)
+            check_int(name, getattr(self, name), 0, bounded.get(name))
+        check_critic(self.critic_hidden, self.central_value)
         check_int("object_store_mb", self.object_store_mb, 64)
         check_number("total_minutes", self.total_minutes, 0.0, lo_inclusive=True)
         if self.total_minutes == 0 and self.total_updates == 0:
@@ -415,6 +420,7 @@ def _one_line(box: str) -> str:
 MODULE_DEFAULTS: dict[str, Any] = {
     "hidden": 256, "layers": 2, "central_value": False, "canonical_suits": True,
     "mask_input": True, "belief": False, "card_features": False, "card_head": False,
+    "critic_hidden": 0,
 }  # fmt: skip
 """The :class:`ActorCriticModule` ``model_config`` keys of the network (``ARCH_FIELDS`` of
 ``train/ppo.py``) and the value a missing one means (the plain network)."""

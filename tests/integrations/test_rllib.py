@@ -32,7 +32,7 @@ from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (  # noqa: 
 )
 
 from agents.evaluation.arena import duel  # noqa: E402
-from agents.ppo_net import HIDDEN_HANDS_SIZE, hidden_hands  # noqa: E402
+from agents.ppo_net import HIDDEN_HANDS_SIZE, ActorCritic, hidden_hands  # noqa: E402
 from agents.registry import make_agent  # noqa: E402
 from butifarra_env.core.actions import random_legal_actions  # noqa: E402
 from butifarra_env.envs.batched import BatchedEnv  # noqa: E402
@@ -276,6 +276,23 @@ def test_module_builds_with_every_option_and_trains_on_the_valid_rows_only() -> 
     )
 
 
+def test_a_narrower_critic_is_train_ppo_s_network_and_reaches_the_export() -> None:
+    """``critic_hidden`` sizes the centralised critic's layers as ``train.ppo``'s does (the
+    same ``ActorCritic``, parameter for parameter), the trunk and the policy keep ``hidden``,
+    and the module's arch (what the export saves) records the width."""
+    module = _recipe_module(critic_hidden=16)
+    assert module.net.arch["critic_hidden"] == 16
+    twin = ActorCritic(**(RECIPE_NET | {"critic_hidden": 16}))
+    shapes = {k: v.shape for k, v in module.net.state_dict().items()}
+    assert shapes == {k: v.shape for k, v in twin.state_dict().items()}
+    wide = {k: v.shape for k, v in _recipe_module().net.state_dict().items()}
+    narrower = {k for k in shapes if shapes[k] != wide[k]}
+    assert narrower and all(k.startswith(("critic", "value")) for k in narrower), narrower
+    d = _decisions(4)
+    out = module.forward_train(_train_batch(d, np.ones(4, bool)))
+    assert out[Columns.EMBEDDINGS].shape == (4,)
+
+
 def test_belief_loss_is_zero_for_a_perfect_prediction_and_log2_for_none() -> None:
     module = _recipe_module()
     d = _decisions(4)
@@ -356,7 +373,8 @@ def test_schedules_are_train_ppo_s() -> None:
         ) == pytest.approx(frac * cfg.learning_rate)
     shared = (
         "central_value", "canonical_suits", "mask_input", "belief", "belief_coef",
-        "card_features", "card_head", "learning_rate", "anneal_lr", "lr_final", "gamma",
+        "card_features", "card_head", "critic_hidden", "learning_rate", "anneal_lr",
+        "lr_final", "gamma",
         "gae_lambda", "reward_scale", "update_epochs", "clip_coef", "ent_coef", "vf_coef",
         "max_grad_norm", "norm_adv", "teacher", "teacher_coef", "teacher_until",
         "teacher_bid_floor", "opp_self", "opp_snapshot", "opp_rule", "opp_random",
@@ -436,6 +454,8 @@ def test_fast_sampler_records_the_hidden_hands_and_the_teachers_actions() -> Non
         (["--belief-coef", "-1"], "belief_coef must be a finite number >= 0"),
         (["--teacher", "nosuchagent"], "teacher: "),
         (["--env-path", "batched"], "--central-value, --belief, --teacher need"),
+        (["--critic-hidden", "-1"], "critic_hidden must be an int 0-"),
+        (["--critic-hidden", "64", "--no-central-value"], "critic_hidden=64 needs central_value"),
     ],
 )
 def test_bad_flags_are_one_line_errors(
