@@ -174,7 +174,7 @@ _BEATS = np.array(BEATS, dtype=np.uint64)
 _SUIT_MASK = np.array(SUIT_MASK, dtype=np.uint64)
 _WINNERS = np.array(WINNERS, dtype=np.uint64)
 """``rules.WINNERS[trump][win]``: the cards that take the trick from ``win``."""
-_AS_OR_REY = np.array(
+AS_OR_REY = np.array(
     [(1 << (CARDS_PER_SUIT * s)) | (1 << (CARDS_PER_SUIT * s + 11)) for s in range(N_SUITS)],
     dtype=np.uint64,
 )
@@ -188,9 +188,11 @@ _INT_MAX = np.iinfo(np.int64).max
 _INT_MIN = np.iinfo(np.int64).min
 
 # ---------------------------------------------------------------- probability tables
-_MAX_UNSEEN = N_CARDS
+# Public, with AS_OR_REY, the pattern tables and ROLE_THRESHOLDS: agents/rule_torch.py copies
+# them to its device rather than building its own.
+MAX_UNSEEN = N_CARDS
 """Unseen cards are at most 36 in a game; 48 covers a hand-built vector with few cards."""
-_MAX_HOLDERS = 3 * N_TRICKS
+MAX_HOLDERS = 3 * N_TRICKS
 """Cards left with the three other players, at most."""
 
 
@@ -198,8 +200,8 @@ def _void_table() -> np.ndarray:
     """``[size, total, u]``: chance that a seat with ``size`` cards holds none of the ``u``
     unseen cards of a suit among ``total`` unseen cards
     (:func:`~agents.rule_based.void_probability`'s product: the same factors, in order)."""
-    table = np.ones((N_TRICKS + 1, _MAX_UNSEEN + 1, CARDS_PER_SUIT + 1))
-    for total in range(_MAX_UNSEEN + 1):
+    table = np.ones((N_TRICKS + 1, MAX_UNSEEN + 1, CARDS_PER_SUIT + 1))
+    for total in range(MAX_UNSEEN + 1):
         for u in range(CARDS_PER_SUIT + 1):
             p = 1.0
             for i in range(N_TRICKS):
@@ -213,16 +215,16 @@ def _hold_table() -> np.ndarray:
     """``[size, total, k]``: chance that a seat with ``size`` of the ``total`` cards that may
     hold a suit has at least one of ``k`` unseen cards of it
     (:func:`~agents.rule_based.hold_probability`'s expression)."""
-    table = np.zeros((N_TRICKS + 1, _MAX_HOLDERS + 1, CARDS_PER_SUIT + 1))
+    table = np.zeros((N_TRICKS + 1, MAX_HOLDERS + 1, CARDS_PER_SUIT + 1))
     for size in range(N_TRICKS + 1):
-        for total in range(1, _MAX_HOLDERS + 1):
+        for total in range(1, MAX_HOLDERS + 1):
             for k in range(1, CARDS_PER_SUIT + 1):
                 table[size, total, k] = 1.0 - (1.0 - size / total) ** k
     return table
 
 
-_VOID_P = _void_table()
-_HOLD_FLAT = _hold_table().ravel()
+VOID_TABLE = _void_table()
+HOLD_TABLE_FLAT = _hold_table().ravel()
 """The hold table flat: entry ``(size * 37 + total) * 13 + k``."""
 
 
@@ -363,7 +365,7 @@ class _Counting:
         self.offsets = (np.arange(r.n) * N_SUITS)[:, None]
         self.unseen_in: np.ndarray = _popcount(r.unseen[:, None] & _SUIT_MASK[None, :])
         """(n, suit) unseen cards of each suit."""
-        unseen_total = np.minimum(_popcount(r.unseen), _MAX_UNSEEN)
+        unseen_total = np.minimum(_popcount(r.unseen), MAX_UNSEEN)
         sizes = np.maximum(r.sizes, 0)  # a seat has 12 cards or fewer
         # hold_probability's total: the cards of the seats 1-3 not shown void in the suit.
         holders = (sizes[:, 1:, None] * ~r.void[:, 1:, :]).sum(axis=1)  # at most 36
@@ -375,10 +377,10 @@ class _Counting:
         for seat in (1, 3):
             void = r.void[:, seat, :]
             total = np.where(void, 0, holders)
-            self.hold_base[seat] = (sizes[:, seat, None] * (_MAX_HOLDERS + 1) + total) * (
+            self.hold_base[seat] = (sizes[:, seat, None] * (MAX_HOLDERS + 1) + total) * (
                 CARDS_PER_SUIT + 1
             )
-            table = _VOID_P[sizes[:, seat, None], unseen_total[:, None], self.unseen_in]
+            table = VOID_TABLE[sizes[:, seat, None], unseen_total[:, None], self.unseen_in]
             self.void_p[seat] = np.where(void, 1.0, table)
         self.trump = np.minimum(r.trump, N_SUITS - 1)  # a valid index; read where trump < 4
         self.trump_game = r.trump < NO_TRUMP
@@ -407,8 +409,8 @@ class _Counting:
         for seat in (1, 3):  # opponents_after, in the scalar order
             after = r.n_trick == 0 if seat == 3 else r.n_trick <= 2
             base = self.hold_base[seat]
-            hold_higher = _HOLD_FLAT[self.per_suit(base, suit) + higher]
-            hold_trumps = _HOLD_FLAT[base[rows, t] + self.unseen_in[rows, t]]
+            hold_higher = HOLD_TABLE_FLAT[self.per_suit(base, suit) + higher]
+            hold_trumps = HOLD_TABLE_FLAT[base[rows, t] + self.unseen_in[rows, t]]
             void_led = self.per_suit(self.void_p[seat], led)
             ruff = (self.trump_game & ~r.void[rows, seat, t])[:, None] & (led != t[:, None])
             beat_same = np.minimum(
@@ -430,7 +432,7 @@ class _Counting:
 
 def _manilla_lead_ok(hand: np.ndarray, suit: np.ndarray, unseen: np.ndarray) -> np.ndarray:
     """:func:`~agents.rule_based.manilla_lead_ok` per element (broadcasting)."""
-    as_or_rey = _AS_OR_REY[suit]
+    as_or_rey = AS_OR_REY[suit]
     return ((hand & as_or_rey) != 0) | ((unseen & as_or_rey) == 0)
 
 
@@ -610,7 +612,7 @@ def _hand_values(hand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, no_trump
 
 
-_ROLE_THRESHOLDS = np.array(
+ROLE_THRESHOLDS = np.array(
     [DOUBLE_THRESHOLDS[role] for role in ("defender", "chooser", "partner")], dtype=np.float64
 )
 """Rows: :func:`~agents.rule_based.doubling_role` defender, chooser, partner."""
@@ -629,7 +631,7 @@ def _bid(r: _Rows, phase: np.ndarray, legal: np.ndarray) -> np.ndarray:
     no_trump = r.trump == NO_TRUMP
     strength = np.where(no_trump, no_trump_value, values[r.rows, np.minimum(r.trump, 3)])
     role = np.where(r.chooser == 0, 1, np.where(r.chooser == 2, 2, 0))
-    threshold = _ROLE_THRESHOLDS[role, no_trump.astype(np.intp)]
+    threshold = ROLE_THRESHOLDS[role, no_trump.astype(np.intp)]
     double = strength >= threshold + DOUBLE_STEP * (r.level // 2)
     return np.where(phase == PHASE_DOUBLING, np.where(double, DOUBLE, PASS), choice)
 

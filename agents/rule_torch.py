@@ -21,7 +21,8 @@ the host:
   a shift-and-add popcount.
 
 Every constant and table is :mod:`agents.rule_batch`'s own (thresholds, suit-pattern tables,
-the Python-float probability tables), copied to each device once and cached. Probabilities
+the Python-float probability tables; the card tables come from the rules core as there),
+copied to each device once and cached. Probabilities
 are ``float64`` and follow the numpy operation order, one operation per kernel (no fused
 multiply-add), so every float rounds alike; the weights enter as ``float64`` scalars so
 that none is rounded to ``float32`` on the way.
@@ -36,11 +37,12 @@ kernels. Checking for a row without a legal action needs the host, so it is opt-
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
-from agents import rule_batch as _rb
 from agents.base import Agent, check_batch
 from agents.rule_batch import (
+    AS_OR_REY,
     BUTIFARRA_MIN,
     CASH_MIN_P,
     COST_MASTER,
@@ -51,6 +53,7 @@ from agents.rule_batch import (
     DRAW_TRUMPS_WITH,
     GUARDED_AS,
     GUARDED_AS_LENGTH,
+    HOLD_TABLE_FLAT,
     HOLE_PENALTY,
     KEEP_TRUMP_BELOW_POINTS,
     LEAD_CABALLO,
@@ -58,7 +61,11 @@ from agents.rule_batch import (
     LEAD_MANILLA,
     LEAD_NOT_LOWEST,
     LOAD_MIN_P,
+    MAX_HOLDERS,
+    MAX_UNSEEN,
     OVERTAKE_POINTS,
+    PATTERN_POINTS,
+    ROLE_THRESHOLDS,
     RUFF_FROM_TRUMPS,
     RUFF_SINGLETON,
     RUFF_VOID,
@@ -69,8 +76,11 @@ from agents.rule_batch import (
     STOPPER_REY,
     STOPPER_RUN,
     STOPPER_RUN_FROM,
+    STRONGEST_IN_PATTERN,
     TAKE_MIN_P,
     TRUMP_HONOUR,
+    VOID_TABLE,
+    WEAKEST_IN_PATTERN,
 )
 from butifarra_env.core.actions import (
     BUTIFARRA,
@@ -82,10 +92,16 @@ from butifarra_env.core.actions import (
 )
 from butifarra_env.core.cards import (
     ALL_CARDS,
+    BEATS,
     CARDS_PER_SUIT,
     N_CARDS,
     N_SUITS,
     N_TRICKS,
+    NUMBER,
+    POINTS,
+    STRENGTH,
+    SUIT,
+    SUIT_MASK,
 )
 from butifarra_env.core.observation import OBS_SIZE, field_slice
 from butifarra_env.core.rules import (
@@ -96,6 +112,7 @@ from butifarra_env.core.rules import (
     PHASE_DOUBLING,
     PHASE_PLAY,
     TRUMP_UNSET,
+    WINNERS,
 )
 
 __all__ = ["TorchRuleAgent", "decide_batch_torch"]
@@ -105,51 +122,53 @@ _I64 = torch.int64
 _F64 = torch.float64
 _INT_MAX = torch.iinfo(torch.int64).max
 _INT_MIN = torch.iinfo(torch.int64).min
-_HOLD_TOTALS = _rb._MAX_HOLDERS + 1
+_HOLD_TOTALS = MAX_HOLDERS + 1
 _HOLD_KS = CARDS_PER_SUIT + 1
-_VOID_TOTALS = _rb._MAX_UNSEEN + 1
+_VOID_TOTALS = MAX_UNSEEN + 1
 _VOID_US = CARDS_PER_SUIT + 1
 _OBS_DTYPES = (torch.uint8, torch.float32)
+_SUIT_FIRST = np.arange(N_SUITS) * CARDS_PER_SUIT
 
 
 # ---------------------------------------------------------------- tables, once per device
 class _Tables:
-    """:mod:`agents.rule_batch`'s tables as tensors on one device (``int64`` masks)."""
+    """The rules core's card tables and :mod:`agents.rule_batch`'s pattern and probability
+    tables as tensors on one device (``int64`` masks)."""
 
     def __init__(self, device: torch.device) -> None:
-        def ints(a: np.ndarray) -> Tensor:
+        def ints(a: npt.ArrayLike) -> Tensor:
             # the uint64 masks are below 2**48: int64 holds them exactly
             return torch.as_tensor(np.asarray(a).astype(np.int64), device=device)
 
-        def floats(a: np.ndarray) -> Tensor:
+        def floats(a: npt.ArrayLike) -> Tensor:
             return torch.as_tensor(np.asarray(a, dtype=np.float64), device=device)
 
-        self.strongest = ints(_rb._STRONGEST)
-        self.weakest = ints(_rb._WEAKEST)
-        self.pattern_points = ints(_rb._PATTERN_POINTS)
-        self.suit = ints(_rb._SUIT)
-        self.number = ints(_rb._NUMBER)
-        self.points = ints(_rb._POINTS)
-        self.strength = ints(_rb._STRENGTH)
-        self.beats = ints(_rb._BEATS)
-        self.suit_mask = ints(_rb._SUIT_MASK)
-        self.winners = ints(_rb._WINNERS).reshape(-1)
+        self.strongest = ints(STRONGEST_IN_PATTERN)
+        self.weakest = ints(WEAKEST_IN_PATTERN)
+        self.pattern_points = ints(PATTERN_POINTS)
+        self.suit = ints(SUIT)
+        self.number = ints(NUMBER)
+        self.points = ints(POINTS)
+        self.strength = ints(STRENGTH)
+        self.beats = ints(BEATS)
+        self.suit_mask = ints(SUIT_MASK)
+        self.winners = ints(WINNERS).reshape(-1)
         """``rules.WINNERS`` flat: entry ``trump * 48 + win``."""
-        self.as_or_rey = ints(_rb._AS_OR_REY)
-        self.suit_shifts = ints(_rb._SUIT_FIRST)
-        self.suit_first = ints(_rb._SUIT_FIRST)
+        self.as_or_rey = ints(AS_OR_REY)
+        self.suit_shifts = ints(_SUIT_FIRST)
+        self.suit_first = ints(_SUIT_FIRST)
         self.suits = ints(np.arange(N_SUITS))
-        self.cards = ints(_rb._CARD)
-        self.bit = ints(np.left_shift(1, _rb._CARD))
+        self.cards = ints(np.arange(N_CARDS))
+        self.bit = ints(np.left_shift(1, np.arange(N_CARDS)))
         """``1 << card``: a 0/1 block times this, summed, is its mask."""
         self.ramp = ints(np.arange(1, OBS_SIZE + 1))
         """1, 2, 3...: the last set entry of a one-hot block is its max times this."""
-        assert _rb._VOID_P.shape == (N_TRICKS + 1, _VOID_TOTALS, _VOID_US)
-        self.void_p = floats(_rb._VOID_P).reshape(-1)
-        assert _rb._HOLD_FLAT.shape == ((N_TRICKS + 1) * _HOLD_TOTALS * _HOLD_KS,)
-        self.hold = floats(_rb._HOLD_FLAT)
-        self.role_thresholds = floats(_rb._ROLE_THRESHOLDS).reshape(-1)
-        """Flat ``rule_batch._ROLE_THRESHOLDS``: entry ``role * 2 + no_trump``."""
+        assert VOID_TABLE.shape == (N_TRICKS + 1, _VOID_TOTALS, _VOID_US)
+        self.void_p = floats(VOID_TABLE).reshape(-1)
+        assert HOLD_TABLE_FLAT.shape == ((N_TRICKS + 1) * _HOLD_TOTALS * _HOLD_KS,)
+        self.hold = floats(HOLD_TABLE_FLAT)
+        self.role_thresholds = floats(ROLE_THRESHOLDS).reshape(-1)
+        """Flat ``rule_batch.ROLE_THRESHOLDS``: entry ``role * 2 + no_trump``."""
         weights = {
             *TRUMP_HONOUR.values(),
             SIDE_MANILLA,
@@ -285,7 +304,7 @@ class _Counting:
         self.r, self.t = r, t
         self.unseen_in = _popcount(r.unseen[:, None] & t.suit_mask)
         """(n, suit) unseen cards of each suit."""
-        unseen_total = _popcount(r.unseen).clamp(max=_rb._MAX_UNSEEN)
+        unseen_total = _popcount(r.unseen).clamp(max=MAX_UNSEEN)
         sizes = r.sizes.clamp(min=0)
         holders = (sizes[:, 1:, None] * ~r.void[:, 1:, :]).sum(dim=1)
         self.hold_base: dict[int, Tensor] = {}
