@@ -21,11 +21,11 @@ the host:
   a shift-and-add popcount.
 
 Every constant and table is :mod:`agents.rule_batch`'s own (thresholds, suit-pattern tables,
-the Python-float probability tables; the card tables come from the rules core as there),
-copied to each device once and cached. Probabilities
-are ``float64`` and follow the numpy operation order, one operation per kernel (no fused
-multiply-add), so every float rounds alike; the weights enter as ``float64`` scalars so
-that none is rounded to ``float32`` on the way.
+the Python-float probability tables; the card tables come from the rules core, as there),
+copied to each device once and cached. Probabilities are ``float64`` and follow the numpy
+operation order, one operation per kernel (no fused multiply-add), so every float rounds
+alike; the weights enter as ``float64`` scalars so that none is rounded to ``float32`` on
+the way.
 
 No call reads a tensor's values on the host (``tests/test_rule_torch.py`` runs it on the
 ``meta`` device, where any such read fails, and under ``torch.cuda.set_sync_debug_mode``
