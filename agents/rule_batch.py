@@ -179,17 +179,17 @@ AS_OR_REY = np.array(
     dtype=np.uint64,
 )
 _ALL = np.uint64(ALL_CARDS)
-_SUIT_FIRST = np.arange(N_SUITS, dtype=np.int64) * CARDS_PER_SUIT
+SUIT_FIRST = np.arange(N_SUITS, dtype=np.int64) * CARDS_PER_SUIT
 """The id of each suit's first card (its as)."""
-_SUIT_SHIFTS = _SUIT_FIRST.astype(np.uint64)
+_SUIT_SHIFTS = SUIT_FIRST.astype(np.uint64)
 _FFF = np.uint64(_SUIT_PATTERNS - 1)
 _ONE = np.uint64(1)
 _INT_MAX = np.iinfo(np.int64).max
 _INT_MIN = np.iinfo(np.int64).min
 
 # ---------------------------------------------------------------- probability tables
-# Public, with AS_OR_REY, the pattern tables and ROLE_THRESHOLDS: agents/rule_torch.py copies
-# them to its device rather than building its own.
+# Public, with AS_OR_REY, SUIT_FIRST, the pattern tables and ROLE_THRESHOLDS:
+# agents/rule_torch.py copies them to its device rather than building its own.
 MAX_UNSEEN = N_CARDS
 """Unseen cards are at most 36 in a game; 48 covers a hand-built vector with few cards."""
 MAX_HOLDERS = 3 * N_TRICKS
@@ -275,9 +275,7 @@ def _tops_and_bottoms(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     :func:`~agents.rule_based.top_card` / :func:`~agents.rule_based.bottom_card`."""
     p = _patterns(mask)
     top, bottom = _STRONGEST[p], _WEAKEST[p]
-    return np.where(top >= 0, _SUIT_FIRST + top, -1), np.where(
-        bottom >= 0, _SUIT_FIRST + bottom, -1
-    )
+    return np.where(top >= 0, SUIT_FIRST + top, -1), np.where(bottom >= 0, SUIT_FIRST + bottom, -1)
 
 
 # ---------------------------------------------------------------- the batch view

@@ -77,6 +77,7 @@ from agents.rule_batch import (
     STOPPER_RUN,
     STOPPER_RUN_FROM,
     STRONGEST_IN_PATTERN,
+    SUIT_FIRST,
     TAKE_MIN_P,
     TRUMP_HONOUR,
     VOID_TABLE,
@@ -127,7 +128,6 @@ _HOLD_KS = CARDS_PER_SUIT + 1
 _VOID_TOTALS = MAX_UNSEEN + 1
 _VOID_US = CARDS_PER_SUIT + 1
 _OBS_DTYPES = (torch.uint8, torch.float32)
-_SUIT_FIRST = np.arange(N_SUITS) * CARDS_PER_SUIT
 
 
 # ---------------------------------------------------------------- tables, once per device
@@ -155,8 +155,8 @@ class _Tables:
         self.winners = ints(WINNERS).reshape(-1)
         """``rules.WINNERS`` flat: entry ``trump * 48 + win``."""
         self.as_or_rey = ints(AS_OR_REY)
-        self.suit_shifts = ints(_SUIT_FIRST)
-        self.suit_first = ints(_SUIT_FIRST)
+        self.suit_shifts = ints(SUIT_FIRST)
+        self.suit_first = ints(SUIT_FIRST)
         self.suits = ints(np.arange(N_SUITS))
         self.cards = ints(np.arange(N_CARDS))
         self.bit = ints(np.left_shift(1, np.arange(N_CARDS)))
