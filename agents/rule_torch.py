@@ -155,8 +155,8 @@ class _Tables:
         self.winners = ints(WINNERS).reshape(-1)
         """``rules.WINNERS`` flat: entry ``trump * 48 + win``."""
         self.as_or_rey = ints(AS_OR_REY)
-        self.suit_shifts = ints(SUIT_FIRST)
         self.suit_first = ints(SUIT_FIRST)
+        """First card id of each suit, also each suit's bit offset in a mask."""
         self.suits = ints(np.arange(N_SUITS))
         self.cards = ints(np.arange(N_CARDS))
         self.bit = ints(np.left_shift(1, np.arange(N_CARDS)))
@@ -234,7 +234,7 @@ def _bits48(t: _Tables, mask: Tensor) -> Tensor:
 
 def _patterns(t: _Tables, mask: Tensor) -> Tensor:
     """``(n, 4)`` the 12-bit pattern of each suit in ``mask``."""
-    return (mask[:, None] >> t.suit_shifts) & ((1 << CARDS_PER_SUIT) - 1)
+    return (mask[:, None] >> t.suit_first) & ((1 << CARDS_PER_SUIT) - 1)
 
 
 def _tops_and_bottoms(t: _Tables, mask: Tensor) -> tuple[Tensor, Tensor]:
