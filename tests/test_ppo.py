@@ -427,6 +427,23 @@ def test_opponents_are_named_and_drawn_as_configured(tmp_path: Path) -> None:
     assert "train_vs_rule" not in metrics and "train_vs_snapshot" not in metrics
 
 
+def test_metrics_report_the_gradient_norm_and_how_often_the_clip_binds(tmp_path: Path) -> None:
+    """``grad_norm``: the gradient's norm before the clip (so above a clip that bound);
+    ``grad_clipped``: the share of an update's minibatches on which ``max_grad_norm`` bound."""
+    rows: dict[str, list[dict[str, float]]] = {"tight": [], "loose": []}
+    for name, clip in (("tight", 1e-6), ("loose", 1e6)):
+        cfg = tiny_config(
+            tmp_path, run_name=name, max_grad_norm=clip, total_updates=2, num_steps=80
+        )
+        train(cfg, on_update=rows[name].append)
+    assert [r["grad_clipped"] for r in rows["tight"]] == [1.0, 1.0]
+    assert [r["grad_clipped"] for r in rows["loose"]] == [0.0, 0.0]
+    assert all(1e-3 < r["grad_norm"] < 1e6 for r in rows["tight"] + rows["loose"])
+    header, *lines = (tmp_path / "tight" / "metrics.csv").read_text().splitlines()
+    assert header.split(",")[-2:] == ["grad_norm", "grad_clipped"] and len(lines) == 2
+    assert lines[-1].split(",")[-1] == "1.0"
+
+
 def test_the_defaults_are_the_shipped_recipe() -> None:
     """``python -m train.ppo --seed 4 --total-minutes 60`` is the run that made the shipped
     checkpoint: every setting in its file is today's default, except the few that name the

@@ -875,6 +875,9 @@ LOSS_STATS = {
 }  # fmt: skip
 """Per-minibatch diagnostics (policy and value losses, entropy, approximate KL, clip
 fraction, belief, imitation and distillation losses) and their metrics columns."""
+GRAD_STATS = ("grad_norm", "grad_clipped")
+"""Per-minibatch gradient diagnostics, also metrics columns: the gradient's norm before the
+clip, and whether the clip (``max_grad_norm``) bound (1) or not (0)."""
 
 
 def needs_hidden(cfg: Config) -> bool:
@@ -1011,7 +1014,7 @@ def ppo_update(
             cfg.learning_rate, cfg.lr_final, True, progress
         )
     model.train()
-    stats: dict[str, list[float]] = {k: [] for k in LOSS_STATS}
+    stats: dict[str, list[float]] = {k: [] for k in (*LOSS_STATS, *GRAD_STATS)}
     for _ in range(cfg.update_epochs):
         perm = torch.randperm(size, device=device)
         for start in range(0, size, mb):
@@ -1021,10 +1024,12 @@ def ppo_update(
                 loss, parts = ppo_loss(model, b, inputs, j, cfg, teacher_weight, distill)
             optimizer.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            norm = float(nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
             optimizer.step()
             for k, v in parts.items():
                 stats[k].append(float(v.detach()))
+            stats["grad_norm"].append(norm)
+            stats["grad_clipped"].append(float(norm > cfg.max_grad_norm))
         if cfg.target_kl is not None and stats["kl"][-1] > cfg.target_kl:
             break
     return update_metrics(stats, b["ret"], b["val"], optimizer)
@@ -1036,10 +1041,12 @@ def update_metrics(
     values: torch.Tensor,
     optimizer: torch.optim.Optimizer,
 ) -> dict[str, float]:
-    """The update's row of diagnostics (means over its minibatches)."""
+    """The update's row of diagnostics (means over its minibatches: ``grad_clipped`` is the
+    share of them the gradient clip bound)."""
     var_y = float(returns.var()) if len(returns) > 1 else float("nan")
     explained = float("nan") if not var_y > 0 else 1 - float((returns - values).var()) / var_y
     row = {column: float(np.mean(stats[k])) for k, column in LOSS_STATS.items()}
+    row |= {k: float(np.mean(stats[k])) for k in GRAD_STATS}
     row["explained_variance"], row["batch_transitions"] = explained, float(len(returns))
     return row | {"learning_rate": float(optimizer.param_groups[0]["lr"])}
 

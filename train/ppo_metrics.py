@@ -27,12 +27,12 @@ CSV_FIELDS = (
     "loss_policy", "loss_value", "entropy", "approx_kl", "clipfrac", "explained_variance",
     "learning_rate", "eval_random_mean", "eval_random_ci95", "eval_rule_mean", "eval_rule_ci95",
     "eval_seconds", "eval_opponent_mean", "eval_opponent_ci95", "loss_belief", "loss_teacher",
-    "loss_distill", "distill_seconds",
+    "loss_distill", "distill_seconds", "grad_norm", "grad_clipped",
 )  # fmt: skip
 """metrics.csv columns (new ones go last: a resumed run's older file is rewritten with them)."""
 TB_GROUPS = {
     **{k: "losses" for k in CSV_FIELDS if k.startswith("loss_")},
-    **{k: "losses" for k in ("entropy", "approx_kl", "clipfrac")},
+    **{k: "losses" for k in ("entropy", "approx_kl", "clipfrac", "grad_norm", "grad_clipped")},
     **{k: "charts" for k in ("explained_variance", "learning_rate", "steps_per_second")},
     "learner_decisions_per_second": "charts",  # not in metrics.csv, which has its factors
     **{k: "charts" for k in ("batch_transitions", "hands", "minutes", "distill_seconds")},
