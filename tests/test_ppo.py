@@ -429,15 +429,19 @@ def test_opponents_are_named_and_drawn_as_configured(tmp_path: Path) -> None:
 
 def test_metrics_report_the_gradient_norm_and_how_often_the_clip_binds(tmp_path: Path) -> None:
     """``grad_norm``: the gradient's norm before the clip (so above a clip that bound);
-    ``grad_clipped``: the share of an update's minibatches on which ``max_grad_norm`` bound."""
-    rows: dict[str, list[dict[str, float]]] = {"tight": [], "loose": []}
-    for name, clip in (("tight", 1e-6), ("loose", 1e6)):
+    ``grad_clipped``: the share of an update's minibatches on which ``max_grad_norm`` bound.
+    ``max_grad_norm=0`` is no clip (not a clip to 0, which would freeze the weights)."""
+    rows: dict[str, list[dict[str, float]]] = {"tight": [], "loose": [], "off": []}
+    for name, clip in (("tight", 1e-6), ("loose", 1e6), ("off", 0.0)):
         cfg = tiny_config(
             tmp_path, run_name=name, max_grad_norm=clip, total_updates=2, num_steps=80
         )
         train(cfg, on_update=rows[name].append)
     assert [r["grad_clipped"] for r in rows["tight"]] == [1.0, 1.0]
     assert [r["grad_clipped"] for r in rows["loose"]] == [0.0, 0.0]
+    assert [r["grad_clipped"] for r in rows["off"]] == [0.0, 0.0]
+    off, loose = (load_checkpoint(tmp_path / n / "checkpoint.pt") for n in ("off", "loose"))
+    assert_same_weights(off, loose)  # a clip that never binds: the same run
     assert all(1e-3 < r["grad_norm"] < 1e6 for r in rows["tight"] + rows["loose"])
     header, *lines = (tmp_path / "tight" / "metrics.csv").read_text().splitlines()
     assert header.split(",")[-2:] == ["grad_norm", "grad_clipped"] and len(lines) == 2

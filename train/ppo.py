@@ -1013,6 +1013,7 @@ def ppo_update(
         optimizer.param_groups[0]["lr"] = annealed_lr(
             cfg.learning_rate, cfg.lr_final, True, progress
         )
+    max_norm = cfg.max_grad_norm or math.inf  # 0: no clip (the norm is still measured)
     model.train()
     stats: dict[str, list[float]] = {k: [] for k in (*LOSS_STATS, *GRAD_STATS)}
     for _ in range(cfg.update_epochs):
@@ -1024,12 +1025,12 @@ def ppo_update(
                 loss, parts = ppo_loss(model, b, inputs, j, cfg, teacher_weight, distill)
             optimizer.zero_grad()
             loss.backward()
-            norm = float(nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            norm = float(nn.utils.clip_grad_norm_(model.parameters(), max_norm))
             optimizer.step()
             for k, v in parts.items():
                 stats[k].append(float(v.detach()))
             stats["grad_norm"].append(norm)
-            stats["grad_clipped"].append(float(norm > cfg.max_grad_norm))
+            stats["grad_clipped"].append(float(norm > max_norm))
         if cfg.target_kl is not None and stats["kl"][-1] > cfg.target_kl:
             break
     return update_metrics(stats, b["ret"], b["val"], optimizer)

@@ -174,7 +174,7 @@ class Config:
     vf_coef: float = 0.5
     """Weight of the value loss."""
     max_grad_norm: float = 0.5
-    """Gradient-norm clipping."""
+    """Gradient-norm clipping; 0: none (as ``train.rllib_ppo``'s ``--max-grad-norm 0``)."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
     adv_per_multiplier: bool = True
