@@ -240,6 +240,24 @@ def test_the_export_plays_whole_duplicate_deals_as_a_ppo_agent(tmp_path: Path) -
     assert np.isfinite(result.mean)
 
 
+def test_metrics_report_the_gradient_norm_and_how_often_the_clip_binds(tmp_path: Path) -> None:
+    """As in train.ppo: ``grad_norm`` is the norm before the clip, ``grad_clipped`` the share
+    of an update's minibatches on which ``max_grad_norm`` bound; both are metrics.csv's last
+    columns."""
+    rows: dict[str, list[dict[str, float]]] = {"tight": [], "loose": []}
+    for name, clip in (("tight", 1e-6), ("loose", 1e6)):
+        cfg = tiny_config(
+            tmp_path, run_name=name, max_grad_norm=clip, total_updates=2, num_steps=80
+        )  # every rollout of 80 steps finishes hands, so every update trains
+        train(cfg, on_update=rows[name].append)
+    assert [r["grad_clipped"] for r in rows["tight"]] == [1.0, 1.0]
+    assert [r["grad_clipped"] for r in rows["loose"]] == [0.0, 0.0]
+    assert all(1e-3 < r["grad_norm"] < 1e6 for r in rows["tight"] + rows["loose"])
+    header, *lines = (tmp_path / "tight" / "metrics.csv").read_text().splitlines()
+    assert header.split(",")[-2:] == ["grad_norm", "grad_clipped"] and len(lines) == 2
+    assert lines[-1].split(",")[-1] == "1.0"
+
+
 # ----------------------------------------------------------------------------- the run folder
 def weights(run: Path) -> dict[str, Any]:
     return dict(load_checkpoint(run / "checkpoint.pt")["model"])

@@ -528,7 +528,9 @@ def dmc_update(
     progress: float,
 ) -> dict[str, float]:
     """``update_epochs`` passes over one rollout's decisions in ``num_minibatches``
-    minibatches (Adam, gradient clipping); returns the means of the diagnostics."""
+    minibatches (Adam, gradient clipping); returns the means of the diagnostics
+    (``grad_norm``: the norm before the clip; ``grad_clipped``: the share of minibatches on
+    which ``max_grad_norm`` bound)."""
     obs, mask = torch.from_numpy(d.obs), torch.from_numpy(d.mask)
     act, teach = torch.from_numpy(d.act), torch.from_numpy(d.teach)
     ret = torch.from_numpy(d.ret)
@@ -549,8 +551,9 @@ def dmc_update(
             loss, parts = dmc_loss(q, mask[j], act[j], ret[j], teach[j], cfg, weight)
             optimizer.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            norm = float(nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
             optimizer.step()
+            parts |= {"grad_norm": norm, "grad_clipped": float(norm > cfg.max_grad_norm)}
             for k, v in parts.items():
                 seen.setdefault(k, []).append(v)
     row = {k: float(np.mean(v)) for k, v in seen.items()}
@@ -564,7 +567,7 @@ CSV_FIELDS = (
     "update", "global_step", "hands", "minutes", "steps_per_second",
     "learner_decisions_per_second", "batch_decisions", "loss_q", "loss_teacher",
     "teacher_weight", "teacher_agreement", "q_taken_mean", "return_mean", "train_vs_rule",
-    "train_vs_random", "learning_rate",
+    "train_vs_random", "learning_rate", "grad_norm", "grad_clipped",
 )  # fmt: skip
 """metrics.csv columns, one row per update (new ones go last)."""
 RESUME_OVERRIDES = (
