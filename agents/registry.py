@@ -1,7 +1,7 @@
 """Building agents by name: the registry behind ``make_agent("rule")`` and the CLI.
 
 A spec is a short name, optionally with an argument after ``:`` (``"random"``, ``"rule"``,
-``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"`` to ``"ppo-r10"``). A PPO
+``"ppo"``, ``"ppo:path/to/ckpt.pt"``, ``"ppo-r1"``, ``"ppo-r5"`` to ``"ppo-r11"``). A PPO
 spec may end in ``allow_variants`` (``"ppo:allow_variants"``,
 ``"ppo:ckpt.pt,allow_variants"``, ``"ppo-r1:allow_variants"``): the policy then plays the
 regional variants it was not trained under instead of refusing them
@@ -31,6 +31,7 @@ __all__ = [
     "R8_PPO_CHECKPOINT",
     "R9_PPO_CHECKPOINT",
     "R10_PPO_CHECKPOINT",
+    "R11_PPO_CHECKPOINT",
     "AgentFactory",
     "agent_names",
     "make_agent",
@@ -60,6 +61,9 @@ R9_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r9.pt")
 kept for the same reason."""
 R10_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r10.pt")
 """Release 10 of the shipped PPO policy (``"ppo"`` until release 11), the spec ``"ppo-r10"``:
+kept for the same reason."""
+R11_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r11.pt")
+"""Release 11 of the shipped PPO policy (``"ppo"`` until release 12), the spec ``"ppo-r11"``:
 kept for the same reason."""
 
 AgentFactory = Callable[[str | None, int | None], Agent]
@@ -190,6 +194,7 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "ppo-r8": _release("ppo-r8", R8_PPO_CHECKPOINT),
     "ppo-r9": _release("ppo-r9", R9_PPO_CHECKPOINT),
     "ppo-r10": _release("ppo-r10", R10_PPO_CHECKPOINT),
+    "ppo-r11": _release("ppo-r11", R11_PPO_CHECKPOINT),
     "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""

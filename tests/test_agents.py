@@ -184,7 +184,7 @@ def test_registry_builds_agents_and_lists_names_on_error() -> None:
     with pytest.raises(
         ValueError,
         match="unknown agent 'nope'; allowed: ppo, ppo-r1, ppo-r5, ppo-r6, ppo-r7, ppo-r8, ppo-r9,"
-        " ppo-r10, random, rule",
+        " ppo-r10, ppo-r11, random, rule",
     ):
         make_agent("nope")
     with pytest.raises(ValueError, match="takes no argument"):
@@ -565,6 +565,8 @@ R9_SHA256 = "b5c42774b5e26de5c412a04b4e846c9f114e52f4edc8adeea94e18d71b797165"
 """Release 9, as shipped as ``ppo`` before release 10."""
 R10_SHA256 = "d9ed1e221d851c3161596ac32ac19d7525c5299da105751262d82e1efedab098"
 """Release 10, as shipped as ``ppo`` before release 11."""
+R11_SHA256 = "5b78e522ba17a166f466994b882bc0b81b1a039b393938ef3ed47a6d57af9d8d"
+"""Release 11, as shipped as ``ppo`` before release 12."""
 
 
 def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
@@ -593,9 +595,9 @@ def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     assert earlier.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("release", [5, 6, 7, 8, 9, 10])
+@pytest.mark.parametrize("release", [5, 6, 7, 8, 9, 10, 11])
 def test_earlier_releases_are_kept_byte_for_byte(release: int) -> None:
-    """``ppo-r5`` to ``ppo-r10`` are the files once shipped as ``ppo``, unchanged."""
+    """``ppo-r5`` to ``ppo-r11`` are the files once shipped as ``ppo``, unchanged."""
     import hashlib
 
     need("torch")
@@ -606,6 +608,7 @@ def test_earlier_releases_are_kept_byte_for_byte(release: int) -> None:
         R8_PPO_CHECKPOINT,
         R9_PPO_CHECKPOINT,
         R10_PPO_CHECKPOINT,
+        R11_PPO_CHECKPOINT,
     )
 
     path, digest = {
@@ -615,6 +618,7 @@ def test_earlier_releases_are_kept_byte_for_byte(release: int) -> None:
         8: (R8_PPO_CHECKPOINT, R8_SHA256),
         9: (R9_PPO_CHECKPOINT, R9_SHA256),
         10: (R10_PPO_CHECKPOINT, R10_SHA256),
+        11: (R11_PPO_CHECKPOINT, R11_SHA256),
     }[release]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     spec = f"ppo-r{release}"

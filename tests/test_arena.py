@@ -215,7 +215,7 @@ def test_cli_round_robin(capsys: pytest.CaptureFixture[str]) -> None:
         (
             ["arena", "rule", "nobody"],
             "unknown agent 'nobody'; allowed: ppo, ppo-r1, ppo-r5, ppo-r6, ppo-r7, ppo-r8, ppo-r9,"
-            " ppo-r10, random, rule",
+            " ppo-r10, ppo-r11, random, rule",
         ),
         (["arena", "rule", "ppo:/no/such/ckpt.pt"], "PPO checkpoint not found"),
         (["arena", "rule"], "at least two agents"),

@@ -63,7 +63,7 @@ EXPECTED = {
             "metrics.csv:",
             "architecture:",
             "shipped checkpoint vs rule",
-            "60 min: IQM",  # the curve's table, from docs/strength_curve_gl60.csv
+            "60 min: IQM",  # the curve's table, from docs/strength_curve_nb.csv
         ],
     ),
     "03_benchmark_strategies.ipynb": (

@@ -23,7 +23,7 @@ from agents.ppo_net import (  # noqa: E402
     model_from_checkpoint,
     state_shapes,
 )
-from agents.registry import R1_PPO_CHECKPOINT  # noqa: E402
+from agents.registry import R1_PPO_CHECKPOINT, R11_PPO_CHECKPOINT  # noqa: E402
 from tests.test_ppo import SHIPPED, tiny_config  # noqa: E402
 from train.ppo import OPPONENTS, Config, train  # noqa: E402
 from train.ppo_settings import budget_progress, parse_opp_schedule  # noqa: E402
@@ -121,7 +121,8 @@ def test_belief_head_arch_round_trips_and_old_files_mean_no_head(tmp_path: Path)
     r1 = load_checkpoint(R1_PPO_CHECKPOINT)  # release 1, written before the head existed:
     assert "belief" not in r1["arch"]  # no key...
     assert check_arch(r1["arch"])["belief"] is False  # ...read as "no head"
-    assert load_checkpoint(SHIPPED)["arch"]["belief"] is True  # the shipped release 5 has one
+    assert load_checkpoint(R11_PPO_CHECKPOINT)["arch"]["belief"] is True  # release 11 has one
+    assert load_checkpoint(SHIPPED)["arch"]["belief"] is False  # release 12 has none
     with pytest.raises(ValueError, match="belief"):
         check_arch({**r1["arch"], "belief": "yes"})
 

@@ -195,9 +195,10 @@ class Settings:
     """Relabel suits inside the model so trump is always suit 0 (shares card-play learning)."""
     mask_input: bool = True
     """Feed the legal-action mask to the networks as 56 extra inputs."""
-    belief: bool = True
+    belief: bool = False
     """Belief head on the policy trunk: predicts which other seat holds each card, trained
-    as an auxiliary loss (weight ``belief_coef``) against the true hidden hands."""
+    as an auxiliary loss (weight ``belief_coef``) against the true hidden hands. Off since
+    release 12, as in ``train.ppo``."""
     belief_coef: float = 0.5
     """Weight of the belief loss (binary cross-entropy, mean over 144 outputs)."""
     card_features: bool = True
@@ -339,10 +340,12 @@ class Settings:
         ]
         recipe += ["--teacher"] if self.teacher is not None else []
         if recipe and self.env_path != "fast":
+            off = " ".join(
+                "--teacher None" if f == "--teacher" else f"--no-{f[2:]}" for f in recipe
+            )
             raise ValueError(
                 f"{', '.join(recipe)} need the hidden hands or the teacher's actions, which only "
-                f"--env-path fast records; with --env-path {self.env_path} pass "
-                f"--no-central-value --no-belief --teacher None"
+                f"--env-path fast records; with --env-path {self.env_path} pass {off}"
             )
         if self.teacher is not None:
             if not isinstance(self.teacher, str) or not self.teacher.strip():

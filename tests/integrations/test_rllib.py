@@ -453,7 +453,18 @@ def test_fast_sampler_records_the_hidden_hands_and_the_teachers_actions() -> Non
         (["--teacher-until", "2"], "teacher_until must be in [0, 1]"),
         (["--belief-coef", "-1"], "belief_coef must be a finite number >= 0"),
         (["--teacher", "nosuchagent"], "teacher: "),
-        (["--env-path", "batched"], "--central-value, --belief, --teacher need"),
+        (
+            ["--env-path", "batched"],
+            "--central-value, --teacher need the hidden hands or the teacher's actions, which"
+            " only --env-path fast records; with --env-path batched pass --no-central-value"
+            " --teacher None",
+        ),
+        (
+            ["--env-path", "pettingzoo", "--belief", "--teacher", "None"],
+            "--central-value, --belief need the hidden hands or the teacher's actions, which"
+            " only --env-path fast records; with --env-path pettingzoo pass --no-central-value"
+            " --no-belief",
+        ),
         (["--critic-hidden", "-1"], "critic_hidden must be an int 0-"),
         (["--critic-hidden", "64", "--no-central-value"], "critic_hidden=64 needs central_value"),
     ],
@@ -661,9 +672,11 @@ def test_training_exports_an_agent_and_resumes_after_a_crash_and_a_torn_log(
     assert list(run.glob("events.out.tfevents.*"))
     agent = make_agent(f"ppo:{run / 'export.pt'}")  # the arena's own loader
     assert agent.info["update"] == 2 and agent.model.arch["hidden"] == 32
-    arch = agent.model.arch  # the recipe's network, every option on
-    assert all(arch[k] for k in ("central_value", "belief", "card_features", "card_head"))
-    assert all(np.isfinite(float(r[k])) for r in rows for k in ("loss_belief", "loss_teacher"))
+    arch = agent.model.arch  # the recipe's network: every option on but the belief head
+    assert all(arch[k] for k in ("central_value", "card_features", "card_head"))
+    assert arch["belief"] is False  # off since release 12, as in train/ppo.py
+    assert all(np.isfinite(float(r["loss_teacher"])) for r in rows)
+    assert all(np.isnan(float(r["loss_belief"])) for r in rows)  # logged as nan: no head
     lrs = [float(r["learning_rate"]) for r in rows]  # annealed over the 2 updates
     assert lrs == pytest.approx([8e-4, 4e-4])
     assert [float(r["teacher_weight"]) for r in rows] == [1.0, 0.0]  # until 0.25 of the budget
