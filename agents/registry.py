@@ -49,7 +49,8 @@ R5_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r5.pt")
 kept so that the figures measured with it can be reproduced and compared with."""
 R6_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r6.pt")
 """Release 6 of the shipped PPO policy (``"ppo"`` until release 7), the spec ``"ppo-r6"``:
-kept for the same reason, and the search agent's default bidder (``bidding=auto``)."""
+kept for the same reason, and the search agent's default bidder (``bidding=auto``) until
+release 12 took its place (bidder and card prior)."""
 R7_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r7.pt")
 """Release 7 of the shipped PPO policy (``"ppo"`` until release 8), the spec ``"ppo-r7"``:
 kept for the same reason."""
@@ -163,24 +164,30 @@ def _no_argument(name: str, argument: str | None) -> None:
 def _make_search(argument: str | None, seed: int | None) -> Agent:
     """``search`` or ``search:samples=32,budget=0.2,endgame=4,bidding=rule``: the options and
     their ranges are :class:`agents.search_agent.SearchConfig`'s (checked by its parser);
-    ``infer`` is then resolved against the bidding agent built here (its action
-    probabilities, or 1 without them)."""
-    from agents.search_agent import SearchAgent, SearchConfig
+    ``infer`` and ``policy`` are then resolved against the bidding agent built here (its
+    action probabilities, or 1 and 0 without them). Under ``bidding=auto`` (release 12) an
+    unset ``policy`` is :data:`agents.search_agent.DEFAULT_POLICY`, under a named bidder 0."""
+    from agents.search_agent import DEFAULT_POLICY, SearchAgent, SearchConfig
 
     config = SearchConfig.parse(argument)
     spec = config.bidding
     fallback = None
+    default_policy = 0.0  # a named bidder: no prior unless the spec sets one
     if spec == "auto":
         try:
-            # release 6: it bids better for the search than ppo-r1 (the default before it)
-            # and level with release 7 (docs/search.md)
-            bidding = make_agent("ppo-r6", seed)
-            fallback = make_agent("rule", seed)  # bids the variants ppo-r6 cannot play
+            # release 12, bidder and card prior: +1.84 points per hand over release 6 bidding
+            # without a prior (docs/search.md). A new release is a new file under "ppo":
+            # tests/test_agents.py checks this one by its SHA-256, so it gets pinned first
+            bidding = make_agent("ppo", seed)
+            fallback = make_agent("rule", seed)  # bids the variants release 12 cannot play
+            default_policy = DEFAULT_POLICY
         except ValueError:  # no torch or no checkpoint: the rule-based player bids
             bidding = make_agent("rule", seed)
     else:  # SearchConfig refused bidding=search... already
         bidding = make_agent(spec, seed)
-    return SearchAgent(config, bidding=bidding, seed=seed, fallback=fallback)
+    return SearchAgent(
+        config, bidding=bidding, seed=seed, fallback=fallback, default_policy=default_policy
+    )
 
 
 AGENT_FACTORIES: dict[str, AgentFactory] = {

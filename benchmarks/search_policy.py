@@ -7,6 +7,12 @@ paired per deal (the bidding is the bidder's either way: only the card play diff
         --weights 0,1,3,10 --deal-set dev --deals 600
     python benchmarks/search_policy.py --setting search:samples=32,endgame=4 \
         --weights 0,0.5,1,2 --importance 150 --pool 20000 --seed 7
+    python benchmarks/search_policy.py --specs search:samples=32,endgame=4 \
+        search:samples=32,endgame=4,bidding=ppo search:samples=32,endgame=4,bidding=ppo,policy=1 \
+        --opponent ppo-r6 --importance 300 --seed 2026
+
+``--specs`` compares whole agent specs instead of weights (the bidder may differ too; the
+deals and the seed are still the same, so the differences stay paired per deal).
 
 With ``--importance K`` each weight is an importance-sampled duel (is1, docs/evaluation.md)
 on the same pool and draws, and the paired difference weights each draw's difference as the
@@ -32,7 +38,8 @@ from butifarra_env.core.fileio import atomic_write_text
 
 
 def spec_of(setting: str, weight: float) -> str:
-    return setting + (f",policy={weight:g}" if weight else "")
+    """The setting with the weight named, 0 too (unset, the default bidder adds its prior)."""
+    return f"{setting}{',' if ':' in setting else ':'}policy={weight:g}"
 
 
 def interval(x: np.ndarray) -> list[float]:
@@ -44,6 +51,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--setting", default="search:samples=12,endgame=3")
     p.add_argument("--weights", default="0,1,3,10", help="comma-separated; the first is the base")
+    p.add_argument("--specs", nargs="+", help="agent specs to compare instead of --weights")
     p.add_argument("--opponent", default="ppo")
     p.add_argument("--deal-set", choices=sorted(DEAL_SETS), default="dev")
     p.add_argument("--first", type=int, default=0)
@@ -56,32 +64,32 @@ def main() -> None:
     args = p.parse_args()
     if args.out is not None and args.out.exists():
         p.error(f"{args.out} exists; choose another file")
-    weights = [float(w) for w in args.weights.split(",")]
-    scaled: dict[float, np.ndarray] = {}
+    specs = args.specs or [spec_of(args.setting, float(w)) for w in args.weights.split(",")]
+    names = args.specs or [f"{float(w):g}" for w in args.weights.split(",")]
+    scaled: dict[str, np.ndarray] = {}
     out: dict[str, object] = {"args": vars(args) | {"out": str(args.out)}, "weights": {}}
-    for w in weights:
-        spec, start = spec_of(args.setting, w), time.perf_counter()
+    for spec, name in zip(specs, names, strict=True):
+        start = time.perf_counter()
         a, b = make_agent(spec, seed=args.seed), make_agent(args.opponent, seed=args.seed)
         if args.importance:
             r = importance_duel(a, b, args.pool, args.importance, args.seed, args.workers)
             s = np.sqrt((r.multipliers.astype(float) ** 2).mean(axis=1))
-            scaled[w] = r.played.pair_means * s.mean() / s[r.drawn]
+            scaled[name] = r.played.pair_means * s.mean() / s[r.drawn]
             est = r.estimate
             mean, low, high = est.mean, est.ci_low, est.ci_high
         else:
             deals = load_deal_set(args.deal_set)[args.first : args.first + args.deals]
             d = duel(a, b, len(deals), seed=args.seed, deals=deals, workers=args.workers)
-            scaled[w] = d.pair_means
+            scaled[name] = d.pair_means
             mean, low, high = d.mean, d.ci_low, d.ci_high
         row: dict[str, object] = {"spec": spec, "points_per_hand": [mean, low, high]}
         line = f"{spec}: {mean:+.2f} [{low:+.2f}, {high:+.2f}]"
-        if w != weights[0]:
-            diff = interval(scaled[w] - scaled[weights[0]])
+        if name != names[0]:
+            diff = interval(scaled[name] - scaled[names[0]])
             row["minus_first"] = diff
-            line += (
-                f"; minus policy={weights[0]:g}: {diff[0]:+.2f} [{diff[1]:+.2f}, {diff[2]:+.2f}]"
-            )
-        out["weights"][f"{w:g}"] = row  # type: ignore[index]
+            first = names[0] if args.specs else f"policy={names[0]}"
+            line += f"; minus {first}: {diff[0]:+.2f} [{diff[1]:+.2f}, {diff[2]:+.2f}]"
+        out["weights"][name] = row  # type: ignore[index]
         print(f"{line}  ({time.perf_counter() - start:.0f} s)", flush=True)
     if args.out is not None:
         atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")

@@ -567,14 +567,17 @@ R10_SHA256 = "d9ed1e221d851c3161596ac32ac19d7525c5299da105751262d82e1efedab098"
 """Release 10, as shipped as ``ppo`` before release 11."""
 R11_SHA256 = "5b78e522ba17a166f466994b882bc0b81b1a039b393938ef3ed47a6d57af9d8d"
 """Release 11, as shipped as ``ppo`` before release 12."""
+R12_SHA256 = "0fdf1d4ee4b1a94427f89ac117b1d3218b3a1b0515b1e9f5666b804f56212cf8"
+"""Release 12, shipped as ``ppo``: the search agent's default bidder and card prior."""
 
 
 def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     """Figures measured with the first shipped policy stay reproducible: ``ppo-r1`` is that
     file, byte for byte, and the evaluation panel and its search member's bidder use it,
-    whatever ``ppo`` is now; the search agent's default bidder is release 6 (``ppo-r6``,
-    which bids level with release 7 for it and stays that bidder since), and
-    ``bidding=ppo-r1`` gives the bidder of the earlier search figures."""
+    whatever ``ppo`` is now; the search agent's default bidder is release 12, checked by
+    its SHA-256 (a new release under ``ppo`` must pin it first), ``bidding=ppo-r6`` gives
+    the default bidder before it and ``bidding=ppo-r1`` the bidder of the earlier search
+    figures."""
     import hashlib
 
     need("torch")
@@ -587,10 +590,13 @@ def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     with pytest.raises(ValueError, match="'ppo-r1' takes no argument"):
         make_agent("ppo-r1:other.pt")
     assert PANEL["ppo"] == "ppo-r1" and PANEL_SEARCH.endswith("bidding=ppo-r1")
-    from agents import R6_PPO_CHECKPOINT
+    from agents import DEFAULT_PPO_CHECKPOINT, R6_PPO_CHECKPOINT
 
     search = make_agent("search", seed=0)
-    assert search.bidding.checkpoint_path == str(R6_PPO_CHECKPOINT)  # type: ignore[attr-defined]
+    assert search.bidding.checkpoint_path == str(DEFAULT_PPO_CHECKPOINT)  # type: ignore[attr-defined]
+    assert hashlib.sha256(DEFAULT_PPO_CHECKPOINT.read_bytes()).hexdigest() == R12_SHA256
+    before = make_agent("search:bidding=ppo-r6", seed=0)
+    assert before.bidding.checkpoint_path == str(R6_PPO_CHECKPOINT)  # type: ignore[attr-defined]
     earlier = make_agent("search:bidding=ppo-r1", seed=0)
     assert earlier.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
 

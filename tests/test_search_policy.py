@@ -94,5 +94,48 @@ def test_the_option_parses_and_needs_a_bidder_with_probabilities() -> None:
     assert isinstance(rule, SearchAgent) and rule.config.policy == 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert SearchConfig.parse("").policy == 0.0
-        make_agent("search:bidding=rule", seed=0)  # no weight set: no warning
+        assert SearchConfig.parse("").policy is None  # unset: resolved against the bidder
+        quiet = make_agent("search:bidding=rule", seed=0)  # no weight set: no warning
+    assert isinstance(quiet, SearchAgent) and quiet.config.policy == 0.0
+
+
+def test_the_default_bidder_is_the_default_prior_and_a_named_bidder_has_none() -> None:
+    """``search`` bids with release 12 and adds its card policy at weight
+    :data:`DEFAULT_POLICY` (what measured better); naming a bidder, even the same one, turns
+    the prior off unless ``policy`` is set, so the earlier figures' specs mean what they did.
+    Under a variant release 12 cannot play, the rule-based fallback bids and the prior is off
+    without a warning; back in the default game, both return."""
+    from agents.search_agent import DEFAULT_POLICY
+    from butifarra_env.core.options import Options
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        default = make_agent("search", seed=0)
+        named = make_agent("search:bidding=ppo", seed=0)
+        kept = make_agent("search:bidding=ppo-r6", seed=0)
+        off = make_agent("search:policy=0", seed=0)
+        assert isinstance(default, SearchAgent) and default.config.policy == DEFAULT_POLICY == 1
+        assert isinstance(named, SearchAgent) and named.config.policy == 0.0
+        assert isinstance(kept, SearchAgent) and kept.config.policy == 0.0
+        assert isinstance(off, SearchAgent) and off.config.policy == 0.0
+        default.set_options(Options(obligada=True))
+        assert default.bidding is default.fallback and default.config.policy == 0.0
+        default.set_options(Options())
+        assert default.bidding is default.preferred and default.config.policy == DEFAULT_POLICY
+    with pytest.raises(ValueError, match=r"policy=-1: must be a number from 0 \(off\) to 100"):
+        SearchAgent(SearchConfig(), Favourite(), default_policy=-1)
+
+
+def test_an_unset_weight_takes_the_agents_default_and_plays_like_it() -> None:
+    """``default_policy`` is what an unset ``policy`` means: the same cards as setting it."""
+    rows = positions(6)
+    obs = np.stack([r[0] for r in rows])
+    masks = np.stack([r[1] for r in rows])
+    unset = SearchAgent(SearchConfig(samples=4, endgame=2), Favourite(), 5, default_policy=100)
+    assert unset.config.policy == 100.0
+    heavy = SearchAgent(SearchConfig(samples=4, endgame=2, policy=100), Favourite(), 5)
+    plain = SearchAgent(SearchConfig(samples=4, endgame=2), Favourite(), 5)
+    assert plain.config.policy == 0.0  # made directly, no default: no prior
+    picks = unset.act_batch(obs, masks).tolist()
+    assert picks == heavy.act_batch(obs, masks).tolist()
+    assert picks != plain.act_batch(obs, masks).tolist()
