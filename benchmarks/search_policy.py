@@ -7,7 +7,7 @@ paired per deal (the bidding is the bidder's either way: only the card play diff
         --weights 0,1,3,10 --deal-set dev --deals 600
     python benchmarks/search_policy.py --setting search:samples=32,endgame=4 \
         --weights 0,0.5,1,2 --importance 150 --pool 20000 --seed 7
-    python benchmarks/search_policy.py --specs search:samples=32,endgame=4 \
+    python benchmarks/search_policy.py --specs search:samples=32,endgame=4,bidding=ppo-r6 \
         search:samples=32,endgame=4,bidding=ppo search:samples=32,endgame=4,bidding=ppo,policy=1 \
         --opponent ppo-r6 --importance 300 --seed 2026
 
