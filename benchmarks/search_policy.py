@@ -64,8 +64,9 @@ def main() -> None:
     args = p.parse_args()
     if args.out is not None and args.out.exists():
         p.error(f"{args.out} exists; choose another file")
-    specs = args.specs or [spec_of(args.setting, float(w)) for w in args.weights.split(",")]
-    names = args.specs or [f"{float(w):g}" for w in args.weights.split(",")]
+    weights = [float(w) for w in args.weights.split(",")]
+    specs = args.specs or [spec_of(args.setting, w) for w in weights]
+    names = args.specs or [f"{w:g}" for w in weights]
     scaled: dict[str, np.ndarray] = {}
     out: dict[str, object] = {"args": vars(args) | {"out": str(args.out)}, "weights": {}}
     for spec, name in zip(specs, names, strict=True):
