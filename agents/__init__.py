@@ -13,6 +13,7 @@ from agents.random_agent import RandomAgent
 from agents.registry import (
     AGENT_FACTORIES,
     DEFAULT_PPO_CHECKPOINT,
+    PPO_RELEASES,
     R1_PPO_CHECKPOINT,
     R5_PPO_CHECKPOINT,
     R6_PPO_CHECKPOINT,
@@ -30,6 +31,7 @@ from agents.rule_based import RuleBasedAgent
 __all__ = [
     "AGENT_FACTORIES",
     "DEFAULT_PPO_CHECKPOINT",
+    "PPO_RELEASES",
     "R1_PPO_CHECKPOINT",
     "R5_PPO_CHECKPOINT",
     "R6_PPO_CHECKPOINT",

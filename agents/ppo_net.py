@@ -250,10 +250,11 @@ class NetInputs(NamedTuple):
     """(N, 12) bool: the card head runs on these slots only (None: on all 12)."""
 
     def rows(self, j: torch.Tensor) -> NetInputs:
-        """The rows ``j`` (a minibatch)."""
+        """The rows ``j`` (a minibatch); ``index_select``, several times faster on the CPU
+        than ``t[j]`` for the same rows."""
 
         def pick(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t[j]
+            return None if t is None else t.index_select(0, j)
 
         x, trump, ids, features, legal = (pick(t) for t in self)
         assert x is not None
@@ -364,14 +365,13 @@ class ActorCritic(nn.Module):
         trump = None
         if self.canonical_suits:
             trump = obs[:, observation.field_slice("trump")].argmax(-1)
-            obs = obs.gather(1, self.obs_idx[trump])
+            obs = obs.gather(1, self.obs_idx.index_select(0, trump))
         x = obs.float() * self.obs_scale
         m = mask.to(x.dtype)
         if trump is not None:
-            cards = m[:, :N_CARDS].gather(1, self.card_idx[trump])
+            cards = m[:, :N_CARDS].gather(1, self.card_idx.index_select(0, trump))
             m = torch.cat([cards, m[:, N_CARDS:]], dim=-1)
-        if self.mask_input:
-            x = torch.cat([x, m], dim=-1)
+        parts = [x, m] if self.mask_input else [x]
         held_ids = held_features = None
         if self.card_features or self.card_head:
             idx = None
@@ -379,9 +379,10 @@ class ActorCritic(nn.Module):
                 idx = torch.topk(obs[:, observation.field_slice("hand")], HAND_CARDS).indices
             per_card, relational, position = card_inputs(obs, m[:, :N_CARDS], self._tables(), idx)
             if self.card_features:
-                x = torch.cat([x, relational.flatten(1), position], dim=-1)
+                parts += [relational.flatten(1), position]
             if idx is not None:
                 held_ids, held_features = idx, per_card
+        x = torch.cat(parts, dim=-1) if len(parts) > 1 else x  # one copy of the trunk input
         legal = None
         if legal_cards and held_ids is not None:
             legal = m[:, :N_CARDS].gather(1, held_ids) > 0
@@ -406,7 +407,7 @@ class ActorCritic(nn.Module):
         return torch.cat([logits[:, :N_CARDS] + cards, logits[:, N_CARDS:]], dim=-1)
 
     def _real_logits(self, logits: torch.Tensor, trump: torch.Tensor | None) -> torch.Tensor:
-        return logits if trump is None else logits.gather(1, self.act_idx[trump])
+        return logits if trump is None else logits.gather(1, self.act_idx.index_select(0, trump))
 
     def logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Policy logits (N, 56) from observations and masks (no hidden information)."""
@@ -419,7 +420,7 @@ class ActorCritic(nn.Module):
             return hidden.reshape(-1, HIDDEN_HANDS_SIZE)
         return (
             hidden.reshape(-1, N_SEATS - 1, N_CARDS)
-            .gather(2, self.card_idx[trump][:, None, :].expand(-1, N_SEATS - 1, -1))
+            .gather(2, self.card_idx.index_select(0, trump)[:, None, :].expand(-1, N_SEATS - 1, -1))
             .reshape(-1, HIDDEN_HANDS_SIZE)
         )
 

@@ -24,6 +24,7 @@ from butifarra_env.core.validate import check_seed
 __all__ = [
     "AGENT_FACTORIES",
     "DEFAULT_PPO_CHECKPOINT",
+    "PPO_RELEASES",
     "R1_PPO_CHECKPOINT",
     "R5_PPO_CHECKPOINT",
     "R6_PPO_CHECKPOINT",
@@ -40,32 +41,25 @@ __all__ = [
 
 DEFAULT_PPO_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "ppo_butifarra.pt"
 """The shipped PPO policy, used by the spec ``"ppo"`` without a path."""
-R1_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r1.pt")
-"""The first shipped PPO policy (release 1), the spec ``"ppo-r1"``: the evaluation panel's
-``ppo`` and its search member's bidder, so that the figures measured with them stay
-reproducible after a stronger policy became ``"ppo"``."""
-R5_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r5.pt")
-"""Release 5 of the shipped PPO policy (``"ppo"`` until release 6), the spec ``"ppo-r5"``:
-kept so that the figures measured with it can be reproduced and compared with."""
-R6_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r6.pt")
-"""Release 6 of the shipped PPO policy (``"ppo"`` until release 7), the spec ``"ppo-r6"``:
-kept for the same reason, and the search agent's default bidder (``bidding=auto``) until
-release 12 took its place (bidder and card prior)."""
-R7_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r7.pt")
-"""Release 7 of the shipped PPO policy (``"ppo"`` until release 8), the spec ``"ppo-r7"``:
-kept for the same reason."""
-R8_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r8.pt")
-"""Release 8 of the shipped PPO policy (``"ppo"`` until release 9), the spec ``"ppo-r8"``:
-kept for the same reason."""
-R9_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r9.pt")
-"""Release 9 of the shipped PPO policy (``"ppo"`` until release 10), the spec ``"ppo-r9"``:
-kept for the same reason."""
-R10_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r10.pt")
-"""Release 10 of the shipped PPO policy (``"ppo"`` until release 11), the spec ``"ppo-r10"``:
-kept for the same reason."""
-R11_PPO_CHECKPOINT = DEFAULT_PPO_CHECKPOINT.with_name("ppo_r11.pt")
-"""Release 11 of the shipped PPO policy (``"ppo"`` until release 12), the spec ``"ppo-r11"``:
-kept for the same reason."""
+PPO_RELEASES: dict[int, Path] = {
+    n: DEFAULT_PPO_CHECKPOINT.with_name(f"ppo_r{n}.pt") for n in (1, 5, 6, 7, 8, 9, 10, 11)
+}
+"""Release number -> checkpoint of the PPO policies once shipped as ``"ppo"`` and kept byte for
+byte as the specs ``"ppo-rN"`` (release N was ``"ppo"`` until release N+1; 2 to 4 were not
+kept), so that the figures measured with them stay reproducible and comparable. Release 1 is
+the evaluation panel's ``ppo`` and its search member's bidder; release 6 was the search
+agent's default bidder (``bidding=auto``) until release 12 took its place as bidder and card
+prior. Keeping a release: its file in ``agents/checkpoints/``, its number here, its SHA-256
+in ``tests/test_agents.py``."""
+# the releases' paths by name, as imported since they were kept (``from agents import ...``)
+R1_PPO_CHECKPOINT = PPO_RELEASES[1]
+R5_PPO_CHECKPOINT = PPO_RELEASES[5]
+R6_PPO_CHECKPOINT = PPO_RELEASES[6]
+R7_PPO_CHECKPOINT = PPO_RELEASES[7]
+R8_PPO_CHECKPOINT = PPO_RELEASES[8]
+R9_PPO_CHECKPOINT = PPO_RELEASES[9]
+R10_PPO_CHECKPOINT = PPO_RELEASES[10]
+R11_PPO_CHECKPOINT = PPO_RELEASES[11]
 
 AgentFactory = Callable[[str | None, int | None], Agent]
 """``factory(argument, seed)``: ``argument`` is the text after ``:`` in the spec (or None)."""
@@ -194,14 +188,7 @@ AGENT_FACTORIES: dict[str, AgentFactory] = {
     "random": _make_random,
     "rule": _make_rule,
     "ppo": _make_ppo,
-    "ppo-r1": _release("ppo-r1", R1_PPO_CHECKPOINT),
-    "ppo-r5": _release("ppo-r5", R5_PPO_CHECKPOINT),
-    "ppo-r6": _release("ppo-r6", R6_PPO_CHECKPOINT),
-    "ppo-r7": _release("ppo-r7", R7_PPO_CHECKPOINT),
-    "ppo-r8": _release("ppo-r8", R8_PPO_CHECKPOINT),
-    "ppo-r9": _release("ppo-r9", R9_PPO_CHECKPOINT),
-    "ppo-r10": _release("ppo-r10", R10_PPO_CHECKPOINT),
-    "ppo-r11": _release("ppo-r11", R11_PPO_CHECKPOINT),
+    **{f"ppo-r{n}": _release(f"ppo-r{n}", path) for n, path in PPO_RELEASES.items()},
     "search": _make_search,
 }
 """Spec name -> factory. Add an agent with one line here or :func:`register_agent`."""

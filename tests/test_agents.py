@@ -551,24 +551,21 @@ def test_rule_agent_plays_whole_hands_legally() -> None:
     assert all(g.is_over and sum(g.team_points) == 72 for g in games)
 
 
-R1_SHA256 = "4b8016b4594e8ce4f51479a14d55e12e67adccef880b684d45057fa3f9b2001b"
-"""The first shipped PPO policy (release 1), as committed before a stronger one replaced it."""
-R5_SHA256 = "932c44bf09a6305c2c5bc4c97dd42379a10cefbdc7bf954db5998e60c9d44d33"
-"""Release 5, as shipped as ``ppo`` before release 6."""
-R6_SHA256 = "f5eba25adf347a8e53ebc7e50122a1686cce49e0efe983621da43566e386fe38"
-"""Release 6, as shipped as ``ppo`` before release 7."""
-R7_SHA256 = "03ba7d82a7443da5960f5e2528e035c3df9d0a6f89cf86545a223d33e4a44fd6"
-"""Release 7, as shipped as ``ppo`` before release 8."""
-R8_SHA256 = "ddaef3c31459ecd296c3044f0228ac402149ffd5cc3b0817106cfb24d4c879bb"
-"""Release 8, as shipped as ``ppo`` before release 9."""
-R9_SHA256 = "b5c42774b5e26de5c412a04b4e846c9f114e52f4edc8adeea94e18d71b797165"
-"""Release 9, as shipped as ``ppo`` before release 10."""
-R10_SHA256 = "d9ed1e221d851c3161596ac32ac19d7525c5299da105751262d82e1efedab098"
-"""Release 10, as shipped as ``ppo`` before release 11."""
-R11_SHA256 = "5b78e522ba17a166f466994b882bc0b81b1a039b393938ef3ed47a6d57af9d8d"
-"""Release 11, as shipped as ``ppo`` before release 12."""
-R12_SHA256 = "0fdf1d4ee4b1a94427f89ac117b1d3218b3a1b0515b1e9f5666b804f56212cf8"
-"""Release 12, shipped as ``ppo``: the search agent's default bidder and card prior."""
+RELEASE_SHA256: dict[int, str] = {
+    1: "4b8016b4594e8ce4f51479a14d55e12e67adccef880b684d45057fa3f9b2001b",
+    5: "932c44bf09a6305c2c5bc4c97dd42379a10cefbdc7bf954db5998e60c9d44d33",
+    6: "f5eba25adf347a8e53ebc7e50122a1686cce49e0efe983621da43566e386fe38",
+    7: "03ba7d82a7443da5960f5e2528e035c3df9d0a6f89cf86545a223d33e4a44fd6",
+    8: "ddaef3c31459ecd296c3044f0228ac402149ffd5cc3b0817106cfb24d4c879bb",
+    9: "b5c42774b5e26de5c412a04b4e846c9f114e52f4edc8adeea94e18d71b797165",
+    10: "d9ed1e221d851c3161596ac32ac19d7525c5299da105751262d82e1efedab098",
+    11: "5b78e522ba17a166f466994b882bc0b81b1a039b393938ef3ed47a6d57af9d8d",
+    12: "0fdf1d4ee4b1a94427f89ac117b1d3218b3a1b0515b1e9f5666b804f56212cf8",
+}
+"""Each shipped PPO policy's file as it was shipped as ``ppo`` (release 12 still is: the
+search agent's default bidder and card prior); the earlier ones are kept as ``ppo-rN``."""
+SHIPPED = max(RELEASE_SHA256)
+"""The release ``ppo`` is now."""
 
 
 def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
@@ -584,7 +581,7 @@ def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
     from agents import R1_PPO_CHECKPOINT
     from agents.evaluation.protocol import PANEL, PANEL_SEARCH
 
-    assert hashlib.sha256(R1_PPO_CHECKPOINT.read_bytes()).hexdigest() == R1_SHA256
+    assert hashlib.sha256(R1_PPO_CHECKPOINT.read_bytes()).hexdigest() == RELEASE_SHA256[1]
     r1 = make_agent("ppo-r1", seed=0)
     assert r1.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="'ppo-r1' takes no argument"):
@@ -594,38 +591,32 @@ def test_ppo_r1_stays_the_panel_and_its_search_bidder() -> None:
 
     search = make_agent("search", seed=0)
     assert search.bidding.checkpoint_path == str(DEFAULT_PPO_CHECKPOINT)  # type: ignore[attr-defined]
-    assert hashlib.sha256(DEFAULT_PPO_CHECKPOINT.read_bytes()).hexdigest() == R12_SHA256
+    digest = hashlib.sha256(DEFAULT_PPO_CHECKPOINT.read_bytes()).hexdigest()
+    assert digest == RELEASE_SHA256[SHIPPED]
     before = make_agent("search:bidding=ppo-r6", seed=0)
     assert before.bidding.checkpoint_path == str(R6_PPO_CHECKPOINT)  # type: ignore[attr-defined]
     earlier = make_agent("search:bidding=ppo-r1", seed=0)
     assert earlier.bidding.checkpoint_path == str(R1_PPO_CHECKPOINT)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("release", [5, 6, 7, 8, 9, 10, 11])
+def test_every_release_but_the_shipped_one_is_kept() -> None:
+    """The registry keeps a ``ppo-rN`` for every release shipped before ``ppo`` that has a
+    digest here, and a kept release has its digest (a new release pins both)."""
+    from agents import PPO_RELEASES
+
+    assert set(PPO_RELEASES) == set(RELEASE_SHA256) - {SHIPPED}
+    assert {f"ppo-r{n}" for n in PPO_RELEASES} <= set(agent_names())
+
+
+@pytest.mark.parametrize("release", sorted(set(RELEASE_SHA256) - {1, SHIPPED}))
 def test_earlier_releases_are_kept_byte_for_byte(release: int) -> None:
     """``ppo-r5`` to ``ppo-r11`` are the files once shipped as ``ppo``, unchanged."""
     import hashlib
 
     need("torch")
-    from agents import (
-        R5_PPO_CHECKPOINT,
-        R6_PPO_CHECKPOINT,
-        R7_PPO_CHECKPOINT,
-        R8_PPO_CHECKPOINT,
-        R9_PPO_CHECKPOINT,
-        R10_PPO_CHECKPOINT,
-        R11_PPO_CHECKPOINT,
-    )
+    from agents import PPO_RELEASES
 
-    path, digest = {
-        5: (R5_PPO_CHECKPOINT, R5_SHA256),
-        6: (R6_PPO_CHECKPOINT, R6_SHA256),
-        7: (R7_PPO_CHECKPOINT, R7_SHA256),
-        8: (R8_PPO_CHECKPOINT, R8_SHA256),
-        9: (R9_PPO_CHECKPOINT, R9_SHA256),
-        10: (R10_PPO_CHECKPOINT, R10_SHA256),
-        11: (R11_PPO_CHECKPOINT, R11_SHA256),
-    }[release]
+    path, digest = PPO_RELEASES[release], RELEASE_SHA256[release]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     spec = f"ppo-r{release}"
     agent = make_agent(spec, seed=0)
