@@ -1,6 +1,7 @@
 """Search distillation in PPO (issue 26): the labels are the search's best cards on the real
-deal (exact in the endgame, the search's own choice before it), the loss teaches the policy
-to play them, the labels survive a resume, and the settings are checked."""
+deal (exact in the endgame, the search's own choice before it) or, with ``distill_search``,
+the card the search agent plays with the learner as its prior (expert iteration); the loss
+teaches the policy to play them, the labels survive a resume, and the settings are checked."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.extras import need
 torch = need("torch")
 
 from agents import make_agent  # noqa: E402
+from agents.ppo_agent import PPOAgent  # noqa: E402
 from agents.ppo_net import (  # noqa: E402
     hidden_hands,
     load_checkpoint,
@@ -23,6 +25,7 @@ from agents.ppo_net import (  # noqa: E402
     model_from_checkpoint,
 )
 from agents.search_agent import (  # noqa: E402
+    SearchAgent,
     SearchConfig,
     best_cards_on_deal,
     card_groups,
@@ -37,7 +40,7 @@ from butifarra_env.envs.batched import BatchedEnv  # noqa: E402
 from tests.helpers import endgame  # noqa: E402
 from tests.test_ppo import assert_same_weights, tiny_config, train_crashing_at  # noqa: E402
 from tests.test_search import minimax  # noqa: E402
-from train.ppo import SearchLabels, label_positions, train  # noqa: E402
+from train.ppo import SearchLabeller, SearchLabels, label_positions, model_for, train  # noqa: E402
 from train.ppo_config import Config  # noqa: E402
 
 
@@ -142,6 +145,53 @@ def test_label_positions_draws_card_choices_of_finished_hands() -> None:
     assert len(every[0]) == n  # the bids and the padding are not labelled
 
 
+def test_search_labels_are_the_cards_the_search_plays_with_the_learner_inside() -> None:
+    """With ``distill_search`` the label is the one card the search agent plays, its prior
+    and bidder the learner's weights at the time of the call (a change of the weights shows
+    in the next labels), its deals drawn from a seed of the run's generator."""
+    obs, mask, _ = play_positions(8, 40, seed=4)
+    obs, mask = obs[:48], mask[:48]
+    cfg = replace(Config(), distill_search="samples=3,endgame=2,infer=0,policy=3")
+    search = SearchConfig.parse(cfg.distill_search)
+    model = model_for(cfg)
+    labeller = SearchLabeller(search, model)
+
+    def expected(seed_rng: np.random.Generator) -> np.ndarray:
+        twin = model_for(cfg)
+        twin.load_state_dict(model.state_dict())
+        agent = SearchAgent(search, bidding=PPOAgent.from_model(twin))
+        agent.reset(int(seed_rng.integers(2**63)))
+        return agent.act_batch(obs, mask)
+
+    best = labeller(obs, mask, np.random.default_rng(7))
+    assert best.shape == (48, 56) and (best.sum(1) == 1).all()
+    assert (mask[best] != 0).all()  # legal cards
+    np.testing.assert_array_equal(best.argmax(1), expected(np.random.default_rng(7)))
+    with torch.no_grad():  # another policy: another prior, other labels
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
+    again = labeller(obs, mask, np.random.default_rng(7))
+    np.testing.assert_array_equal(again.argmax(1), expected(np.random.default_rng(7)))
+    assert (again != best).any()
+
+
+def test_label_positions_asks_the_labeller_for_the_drawn_rows() -> None:
+    obs, mask, hid = play_positions(8, 30, seed=2)
+    batch = {"obs": obs[None], "mask": mask[None], "hid": hid[None], "len": np.array([len(obs)])}
+    cfg = replace(Config(), distill_labels=16, distill_search="samples=2,endgame=2,infer=0")
+    seen: list[np.ndarray] = []
+
+    def labeller(o: np.ndarray, m: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        seen.append(o)
+        first = np.zeros(m.shape, bool)
+        first[np.arange(len(m)), (m != 0).argmax(1)] = True
+        return first
+
+    o, m, best = label_positions(batch, cfg, np.random.default_rng(0), labeller)  # type: ignore[arg-type]
+    assert len(o) == 16 and len(seen) == 1 and np.array_equal(seen[0], o)
+    assert (best.argmax(1) == (m != 0).argmax(1)).all()
+
+
 def test_label_ring_keeps_the_newest_and_round_trips() -> None:
     labels = SearchLabels.empty(4, 3)
     rows = np.arange(6 * 3, dtype=np.uint8).reshape(6, 3)
@@ -204,10 +254,15 @@ def test_distillation_makes_the_learner_play_the_search_best_cards(tmp_path: Pat
     assert all(math.isnan(v) for v in alone)  # off: no labels, no loss
 
 
-def test_resume_with_distillation_is_bit_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("search", ["", "samples=2,endgame=2,infer=0,policy=3"])
+def test_resume_with_distillation_is_bit_exact(tmp_path: Path, search: str) -> None:
     """The labels are part of the training state: a run killed mid-way and resumed ends
-    exactly where an uninterrupted one does."""
-    kw = {"distill_coef": 1.0, "distill_labels": 8, "distill_buffer": 64, "distill_batch": 16}
+    exactly where an uninterrupted one does (with the search's labels too: its deals come
+    from the run's generator)."""
+    kw = {
+        "distill_coef": 1.0, "distill_labels": 8, "distill_buffer": 64, "distill_batch": 16,
+        "distill_search": search,
+    }  # fmt: skip
     train(tiny_config(tmp_path / "a", **kw))
     cfg = tiny_config(tmp_path / "b", **kw)
     train_crashing_at(cfg, 3)
@@ -234,3 +289,21 @@ def test_resume_with_distillation_is_bit_exact(tmp_path: Path) -> None:
 def test_distillation_settings_are_checked(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
         replace(Config(), **{field: value}).validate()
+
+
+@pytest.mark.parametrize(
+    ("value", "obs_version", "message"),
+    [
+        ("samples=0", 0, "samples"),
+        ("sample=3", 0, "use key=value with keys"),
+        ("samples=3,bidding=rule", 0, "leave out bidding"),
+        ("samples=3,budget=0.1", 0, "leave out budget"),
+        ("samples=3", 1, "needs obs_version 0"),
+        (3, 0, "search options as text"),
+    ],
+)
+def test_distill_search_is_checked(value: object, obs_version: int, message: str) -> None:
+    cfg = replace(Config(), distill_search=value, obs_version=obs_version)
+    with pytest.raises(ValueError, match=message) as refused:
+        cfg.validate()
+    assert "distill_search" in str(refused.value)

@@ -35,6 +35,7 @@ touched. Ctrl-C saves a checkpoint and exits with status 130.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
@@ -56,6 +57,7 @@ except ImportError as exc:  # ``python -m train.ppo`` without torch: one line, n
 
 from agents import Agent
 from agents.base import obs_version_of
+from agents.ppo_agent import PPOAgent
 from agents.ppo_net import (
     _HAND_COLUMNS,
     HIDDEN_HANDS_SIZE,
@@ -66,7 +68,7 @@ from agents.ppo_net import (
     masked_log_probs,
     sample_masked,
 )
-from agents.search_agent import best_cards_on_deal
+from agents.search_agent import DEFAULT_POLICY, SearchAgent, SearchConfig, best_cards_on_deal
 from butifarra_env.core.actions import (
     N_ACTIONS,
     N_CARDS,
@@ -80,7 +82,7 @@ from butifarra_env.core.rules import multiplier
 from butifarra_env.envs.batched import BatchedEnv
 from butifarra_env.envs.batched_torch import TorchBatchedEnv
 from train import ppo_checkpoint as checkpoint
-from train.ppo_config import OPPONENTS, Config, Opponent
+from train.ppo_config import OPPONENTS, Config, Opponent, distill_search_config
 from train.ppo_metrics import MetricsLog, evaluate
 from train.ppo_settings import (
     ARCH_FIELDS,
@@ -1132,14 +1134,41 @@ class SearchLabels:
         return labels
 
 
+class SearchLabeller:
+    """Expert iteration's labels (``--distill-search``): the card the search agent plays on
+    a learner position, with the learner's current policy as its card prior and bidder (a
+    copy of the network, refreshed at every call), so the labels improve as the policy does.
+    The search's deals are drawn from a seed taken from the run's generator at every call
+    (a resumed run labels exactly as the uninterrupted one)."""
+
+    def __init__(self, search: SearchConfig, model: ActorCritic) -> None:
+        self.model = model
+        self.prior = copy.deepcopy(model).cpu()  # model_for would draw from torch's generator
+        bidder = PPOAgent.from_model(self.prior)
+        self.agent = SearchAgent(search, bidding=bidder, default_policy=DEFAULT_POLICY)
+
+    def __call__(self, obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """(rows, 56) bool: the search's card on each row (v0 observations and masks)."""
+        self.prior.load_state_dict(self.model.state_dict())
+        self.agent.reset(int(rng.integers(2**63)))
+        best = np.zeros((len(obs), N_ACTIONS), dtype=bool)
+        if len(obs):
+            best[np.arange(len(obs)), self.agent.act_batch(obs, mask)] = True
+        return best
+
+
 def label_positions(
-    batch: Batch, cfg: Config, rng: np.random.Generator
+    batch: Batch,
+    cfg: Config,
+    rng: np.random.Generator,
+    labeller: SearchLabeller | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Up to ``cfg.distill_labels`` of the batch's learner card decisions with a choice of
     cards and at most ``cfg.distill_max_tricks`` tricks left (the current one included),
     drawn at random, with the search's best cards on each one's real deal
     (:func:`agents.search_agent.best_cards_on_deal`, from the hidden hands the decisions
-    carry): observations, masks and (rows, 56) bool best cards."""
+    carry), or with ``labeller``'s card (``--distill-search``): observations, masks and
+    (rows, 56) bool best cards."""
     host = {
         k: batch[k].cpu().numpy() if isinstance(batch[k], torch.Tensor) else batch[k]
         for k in ("obs", "mask", "hid", "len")
@@ -1151,6 +1180,8 @@ def label_positions(
     rows = np.flatnonzero(choice & late)
     if len(rows) > cfg.distill_labels:
         rows = np.sort(rng.choice(rows, cfg.distill_labels, replace=False))
+    if labeller is not None:
+        return obs[rows], mask[rows], labeller(obs[rows], mask[rows], rng)
     best: list[int] = []
     for r in rows:
         hidden = [bits_from_mask(hid[r, N_CARDS * s : N_CARDS * (s + 1)]) for s in range(3)]
@@ -1202,8 +1233,10 @@ def train(
     pool = OpponentPool(model_for(cfg).to(device), opponent, teacher)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=1e-5)
     at, metrics, pool.snapshots = checkpoint.restore(run, model, optimizer, rng)
-    labels = None
+    labels, labeller = None, None
     if cfg.distill_coef > 0:
+        search = distill_search_config(cfg)
+        labeller = None if search is None else SearchLabeller(search, model)
         labels = SearchLabels.empty(cfg.distill_buffer, xp.obs_size)
         if run.resume is not None and "labels" in run.resume:
             try:
@@ -1236,7 +1269,7 @@ def train(
                 metrics = {}
                 if batch is not None and labels is not None:
                     started = clock()  # the search's time counts in the budget like the rest
-                    labels.add(*label_positions(batch, cfg, rng))
+                    labels.add(*label_positions(batch, cfg, rng, labeller))
                     metrics["distill_seconds"] = clock() - started
                 if batch is not None:
                     metrics |= ppo_update(model, optimizer, batch, cfg, progress, device, labels)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from agents.ppo_net import MAX_HIDDEN, MAX_LAYERS, check_critic
-from agents.search_agent import ENDGAME_MAX
+from agents.search_agent import ENDGAME_MAX, SearchConfig
 from butifarra_env.core.observation import check_version
 from butifarra_env.core.validate import check_int, check_number
 from train import run_folder
@@ -241,6 +241,13 @@ class Config:
     distill_endgame: int = 3
     """With distill_coef: tricks left from which the labels are exact double-dummy values
     (the search agent's ``endgame``, 0 to 5); before that a greedy rollout leads there."""
+    distill_search: str = ""
+    """With distill_coef: label with the search agent's choices instead (expert iteration):
+    its options as in the spec ``search:OPTIONS`` (``agents.search_agent.SearchConfig``'s
+    keys but ``bidding``, e.g. ``samples=3,endgame=3,infer=0,policy=3``), the learner's
+    current policy as its card prior and bidder. The label is the card it would play, from
+    what the mover sees; ``distill_max_tricks`` still applies, ``distill_endgame`` does not.
+    "" = the best cards on the real deal (above)."""
     distill_buffer: int = 8192
     """With distill_coef: the most recent labelled positions kept for the loss."""
     distill_batch: int = 128
@@ -400,6 +407,7 @@ def check_config(cfg: Config) -> None:
     check_int("distill_endgame", cfg.distill_endgame, 0, ENDGAME_MAX)
     check_int("distill_buffer", cfg.distill_buffer, 1, MAX_DISTILL_BUFFER)
     check_int("distill_batch", cfg.distill_batch, 1, MAX_DISTILL_BATCH)
+    distill_search_config(cfg)
     if cfg.opp_schedule is not None:
         cfg.opponent_probs()  # parses the schedule: ValueError naming the bad stage
     elif cfg.opponent_probs().sum() <= 0:
@@ -450,3 +458,32 @@ def _check_agents(cfg: Config) -> None:
     v = cfg.init_from
     if v is not None and (not isinstance(v, str) or not v.strip()):
         raise ValueError(f'init_from must be a checkpoint path or "shipped", got {v!r}')
+
+
+def distill_search_config(cfg: Config) -> SearchConfig | None:
+    """The search options ``distill_search`` names (None when empty): ValueError naming
+    what is wrong. The learner bids and is the prior, so ``bidding`` is refused; the search
+    reads ``butifarra_v0`` observations, so ``obs_version`` must be 0."""
+    text = cfg.distill_search
+    if not isinstance(text, str):
+        raise ValueError(f"distill_search must be search options as text, got {text!r}")
+    if not text.strip():
+        return None
+    try:
+        search = SearchConfig.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"distill_search: {exc}") from None
+    if "bidding" in {item.partition("=")[0].strip() for item in text.split(",")}:
+        raise ValueError(
+            f"distill_search {text!r}: leave out bidding (the learner bids and is the prior)"
+        )
+    if cfg.obs_version != 0:
+        raise ValueError(
+            f"distill_search needs obs_version 0 (the search reads butifarra_v0), "
+            f"got obs_version {cfg.obs_version}"
+        )
+    if search.budget:
+        raise ValueError(
+            f"distill_search {text!r}: leave out budget (labels must not depend on the clock)"
+        )
+    return search
