@@ -300,10 +300,12 @@ def test_distillation_settings_are_checked(field: str, value: object) -> None:
         ("samples=3,budget=0.1", 0, "leave out budget"),
         ("samples=3", 1, "needs obs_version 0"),
         (3, 0, "search options as text"),
+        ("samples=3", 0, "set distill_coef > 0"),
     ],
 )
 def test_distill_search_is_checked(value: object, obs_version: int, message: str) -> None:
-    cfg = replace(Config(), distill_search=value, obs_version=obs_version)
+    coef = 0.0 if message.startswith("set distill_coef") else 0.2
+    cfg = replace(Config(), distill_search=value, obs_version=obs_version, distill_coef=coef)
     with pytest.raises(ValueError, match=message) as refused:
         cfg.validate()
     assert "distill_search" in str(refused.value)

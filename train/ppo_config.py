@@ -462,13 +462,19 @@ def _check_agents(cfg: Config) -> None:
 
 def distill_search_config(cfg: Config) -> SearchConfig | None:
     """The search options ``distill_search`` names (None when empty): ValueError naming
-    what is wrong. The learner bids and is the prior, so ``bidding`` is refused; the search
-    reads ``butifarra_v0`` observations, so ``obs_version`` must be 0."""
+    what is wrong. They need the distillation loss on (``distill_coef`` > 0); the learner
+    bids and is the prior, so ``bidding`` is refused; the search reads ``butifarra_v0``
+    observations, so ``obs_version`` must be 0."""
     text = cfg.distill_search
     if not isinstance(text, str):
         raise ValueError(f"distill_search must be search options as text, got {text!r}")
     if not text.strip():
         return None
+    if not cfg.distill_coef:
+        raise ValueError(
+            f"distill_search {text!r} labels for the distillation loss, which is off: "
+            "set distill_coef > 0 (e.g. 0.2), or leave distill_search empty"
+        )
     try:
         search = SearchConfig.parse(text)
     except ValueError as exc:
