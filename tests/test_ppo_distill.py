@@ -178,7 +178,7 @@ def test_search_labels_are_the_cards_the_search_plays_with_the_learner_inside() 
 def test_label_positions_asks_the_labeller_for_the_drawn_rows() -> None:
     obs, mask, hid = play_positions(8, 30, seed=2)
     batch = {"obs": obs[None], "mask": mask[None], "hid": hid[None], "len": np.array([len(obs)])}
-    cfg = replace(Config(), distill_labels=16, distill_search="samples=2,endgame=2,infer=0")
+    cfg = replace(Config(), distill_labels=16)
     seen: list[np.ndarray] = []
 
     def labeller(o: np.ndarray, m: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -187,7 +187,7 @@ def test_label_positions_asks_the_labeller_for_the_drawn_rows() -> None:
         first[np.arange(len(m)), (m != 0).argmax(1)] = True
         return first
 
-    o, m, best = label_positions(batch, cfg, np.random.default_rng(0), labeller)  # type: ignore[arg-type]
+    o, m, best = label_positions(batch, cfg, np.random.default_rng(0), labeller)
     assert len(o) == 16 and len(seen) == 1 and np.array_equal(seen[0], o)
     assert (best.argmax(1) == (m != 0).argmax(1)).all()
 

@@ -1161,14 +1161,14 @@ def label_positions(
     batch: Batch,
     cfg: Config,
     rng: np.random.Generator,
-    labeller: SearchLabeller | None = None,
+    labeller: Callable[[np.ndarray, np.ndarray, np.random.Generator], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Up to ``cfg.distill_labels`` of the batch's learner card decisions with a choice of
     cards and at most ``cfg.distill_max_tricks`` tricks left (the current one included),
     drawn at random, with the search's best cards on each one's real deal
     (:func:`agents.search_agent.best_cards_on_deal`, from the hidden hands the decisions
-    carry), or with ``labeller``'s card (``--distill-search``): observations, masks and
-    (rows, 56) bool best cards."""
+    carry), or with ``labeller``'s cards (:class:`SearchLabeller`, ``--distill-search``):
+    observations, masks and (rows, 56) bool best cards."""
     host = {
         k: batch[k].cpu().numpy() if isinstance(batch[k], torch.Tensor) else batch[k]
         for k in ("obs", "mask", "hid", "len")
@@ -1181,7 +1181,8 @@ def label_positions(
     if len(rows) > cfg.distill_labels:
         rows = np.sort(rng.choice(rows, cfg.distill_labels, replace=False))
     if labeller is not None:
-        return obs[rows], mask[rows], labeller(obs[rows], mask[rows], rng)
+        obs, mask = obs[rows], mask[rows]
+        return obs, mask, labeller(obs, mask, rng)
     best: list[int] = []
     for r in rows:
         hidden = [bits_from_mask(hid[r, N_CARDS * s : N_CARDS * (s + 1)]) for s in range(3)]
