@@ -13,7 +13,8 @@ Time is *exclusive*: a part nested in another (the per-card features inside a fo
 engine's ``state()`` inside the learner's turn) is counted in the inner row only, so the rows
 add up to the measured time; what no timer covers is the ``other`` row of its phase. The
 checkpoint (every ``checkpoint_every`` = 10 updates) and the interval evaluation (every
-``eval_every`` = 60 updates, 1,000 duplicate deals against each of random and rule-based) are
+``eval_every`` updates of the profiled tree's defaults: 240, 60 before 2026-12-07; 1,000
+duplicate deals against each of random and rule-based) are
 timed when they happen and shown *amortised* over those intervals; the evaluation is run once,
 at the last update, to time it (``--no-eval`` leaves it out).
 

@@ -393,6 +393,19 @@ def test_resume_after_crash_is_bit_exact(tmp_path: Path) -> None:
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4"]
 
 
+def test_the_interval_evaluation_leaves_the_weights_alone(tmp_path: Path) -> None:
+    """Evaluating after every update (its own agent, deals and seed) trains the same weights
+    as never evaluating: ``eval_every`` changes a run's log and the time it spends, not what
+    an update does, so it is not part of the recipe."""
+    seen: list[dict[str, float]] = []
+    train(tiny_config(tmp_path, run_name="never"))
+    train(tiny_config(tmp_path, run_name="each", eval_every=1, eval_deals=4), on_update=seen.append)
+    assert all("eval_rule_mean" in m for m in seen) and len(seen) == 4
+    never, each = (load_checkpoint(tmp_path / n / "checkpoint.pt") for n in ("never", "each"))
+    assert never["update"] == each["update"] == 4
+    assert_same_weights(never, each)
+
+
 def test_smoke_training_subprocess(tmp_path: Path) -> None:
     export = tmp_path / "exported.pt"
     cmd = [
@@ -452,10 +465,12 @@ def test_the_defaults_are_the_shipped_recipe() -> None:
     """``python -m train.ppo --seed 13 --total-minutes 60`` is the run that made the shipped
     checkpoint: every setting in its file is today's default, except the few that name the
     run or its outputs rather than shape it (the seed among them: the recipe is the rest), and
-    the engine, which a run records resolved ("auto" -> "numpy")."""
+    the engine, which a run records resolved ("auto" -> "numpy"). ``eval_every`` is among
+    them: logging, which leaves the weights alone (the test above); release 12 evaluated
+    every 60 updates, today's runs every 240."""
     saved = load_checkpoint(SHIPPED)["config"]
     own = {"run_dir", "run_name", "export_path", "progress", "tensorboard", "eval_backend",
-           "seed", "milestone_minutes"}  # fmt: skip
+           "seed", "milestone_minutes", "eval_every"}  # fmt: skip
     default = replace(Config(), engine=Config().resolved_engine)
     differ = {
         k: (v, getattr(default, k))
