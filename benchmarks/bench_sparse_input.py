@@ -31,9 +31,9 @@ import os
 import platform
 import statistics
 import sys
-import time
 import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -42,18 +42,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import DEFAULT_PPO_CHECKPOINT  # noqa: E402
 from agents.ppo_net import load_checkpoint, model_from_checkpoint  # noqa: E402
-from benchmarks.bench_rule_torch import positions  # noqa: E402
+from benchmarks.bench_rule_torch import positions, timed  # noqa: E402
 
 
 def median_ms(run: Callable[[], object], repeats: int) -> float:
-    """Median milliseconds of ``repeats`` calls of ``run`` after one warm-up."""
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+    """Median milliseconds of ``repeats`` calls of ``run`` after one warm-up (CPU only)."""
+    return 1000 * statistics.median(timed(run, repeats, sync=lambda: None))
+
+
+def csr_pair(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` and its transpose in compressed sparse rows."""
+    return x.to_sparse_csr(), x.t().contiguous().to_sparse_csr()
 
 
 def coo_pair(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,34 +63,29 @@ def coo_pair(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def measure(x: torch.Tensor, hidden: int, repeats: int) -> str:
     """The first layer's products on ``x``, ``hidden`` wide: dense, CSR and COO (checked
-    against the dense ones), as milliseconds per call."""
+    against the dense ones), as milliseconds per call, and the sparse tensors' build time."""
     w = torch.randn(hidden, x.shape[1]) / x.shape[1] ** 0.5
     gy = torch.randn(len(x), hidden)
-    x_csr, xt_csr = x.to_sparse_csr(), x.t().contiguous().to_sparse_csr()
+    x_csr, xt_csr = csr_pair(x)
     x_coo, xt_coo = coo_pair(x)
-    dense = (x @ w.t(), gy.t() @ x)
-    for name, got in (
-        ("CSR", (x_csr @ w.t(), (xt_csr @ gy).t())),
-        ("COO", (torch.sparse.mm(x_coo, w.t()), torch.sparse.mm(xt_coo, gy).t())),
-    ):
-        for want, have in zip(dense, got, strict=True):
+    products: dict[str, Callable[[], tuple[torch.Tensor, torch.Tensor]]] = {
+        "dense": lambda: (x @ w.t(), gy.t() @ x),
+        "CSR": lambda: (x_csr @ w.t(), (xt_csr @ gy).t()),
+        "COO": lambda: (torch.sparse.mm(x_coo, w.t()), torch.sparse.mm(xt_coo, gy).t()),
+    }
+    dense = products["dense"]()
+    for name, run in products.items():
+        for want, have in zip(dense, run(), strict=True):
             if not torch.allclose(want, have, rtol=1e-4, atol=1e-4):
                 raise SystemExit(f"{name} product differs from the dense one")
-    ms = {
-        "dense": median_ms(lambda: (x @ w.t(), gy.t() @ x), repeats),
-        "CSR": median_ms(lambda: (x_csr @ w.t(), xt_csr @ gy), repeats),
-        "COO": median_ms(
-            lambda: (torch.sparse.mm(x_coo, w.t()), torch.sparse.mm(xt_coo, gy)), repeats
-        ),
-    }
-    build = {
-        "CSR": median_ms(lambda: (x.to_sparse_csr(), x.t().contiguous().to_sparse_csr()), repeats),
-        "COO": median_ms(lambda: coo_pair(x), repeats),
-    }
-    return ", ".join(
-        f"{k} {v:.1f} ms" + (f" (+{build[k]:.1f} ms to build)" if k in build else "")
-        for k, v in ms.items()
-    )
+    build = {"CSR": csr_pair, "COO": coo_pair}
+    figures = []
+    for name, run in products.items():
+        figure = f"{name} {median_ms(run, repeats):.1f} ms"
+        if name in build:
+            figure += f" (+{median_ms(partial(build[name], x), repeats):.1f} ms to build)"
+        figures.append(figure)
+    return ", ".join(figures)
 
 
 def main() -> None:
